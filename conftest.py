@@ -1,0 +1,8 @@
+# Thin on purpose: fixtures live in fixtures/, logic in the wanbench package.
+pytest_plugins = [
+    "fixtures.options",
+    "fixtures.cluster",
+    "fixtures.faults",
+    "fixtures.workloads",
+    "fixtures.reporting",
+]

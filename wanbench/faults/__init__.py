@@ -1,0 +1,1 @@
+"""Network faults: the model (``base``) and one module per mechanism."""

@@ -1,0 +1,257 @@
+"""Measured numbers: one ``Round`` per repetition, one ``WorkloadResult`` per
+workload run, one ``CellResult`` per test (a cell of the scenario matrix), and
+the ``--results-json`` document that holds them.
+
+Latencies are milliseconds, rates are per second. Secrets never enter here:
+``CellResult.to_json`` is the only way out and carries no credentials.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SCHEMA = 1
+PERCENTILES = ("p50", "p90", "p95", "p99", "p999")
+
+
+@dataclass(frozen=True)
+class Latency:
+    """Latency summary in milliseconds (``p999`` is the 99.9th percentile)."""
+
+    avg: float = math.nan
+    min: float = math.nan
+    p50: float = math.nan
+    p90: float = math.nan
+    p95: float = math.nan
+    p99: float = math.nan
+    p999: float = math.nan
+    max: float = math.nan
+
+    def to_json(self) -> dict[str, float | None]:
+        return {k: _num(getattr(self, k)) for k in ("avg", "min", "p50", "p90", "p95", "p99", "p999", "max")}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Latency:
+        return cls(**{k: math.nan if data.get(k) is None else float(data[k]) for k in cls.__dataclass_fields__ if k in data})
+
+
+@dataclass(frozen=True)
+class Round:
+    """One repetition: a fixed number of queries (probes) or a fixed time (OLTP)."""
+
+    seconds: float
+    queries: int
+    qps: float
+    tps: float = math.nan
+    latency_ms: Latency = field(default_factory=Latency)
+    errors: int = 0
+    reconnects: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "seconds": self.seconds,
+            "queries": self.queries,
+            "qps": self.qps,
+            "tps": _num(self.tps),
+            "latency_ms": self.latency_ms.to_json(),
+            "errors": self.errors,
+            "reconnects": self.reconnects,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Round:
+        return cls(
+            seconds=float(data["seconds"]),
+            queries=int(data["queries"]),
+            qps=float(data["qps"]),
+            tps=math.nan if data.get("tps") is None else float(data["tps"]),
+            latency_ms=Latency.from_json(data.get("latency_ms", {})),
+            errors=int(data.get("errors", 0)),
+            reconnects=int(data.get("reconnects", 0)),
+        )
+
+
+@dataclass(frozen=True)
+class SeriesPoint:
+    """One per-second sample of a run (``t`` seconds since the run started)."""
+
+    t: float
+    qps: float
+    latency_ms: float  # the interval's 95th percentile (or avg when that is all we have)
+    errors: float = 0.0
+
+    def to_json(self) -> dict[str, float]:
+        return {"t": self.t, "qps": self.qps, "latency_ms": self.latency_ms, "errors": self.errors}
+
+
+@dataclass(frozen=True)
+class WorkloadResult:
+    """What one workload engine measured for one cell, over all its rounds."""
+
+    workload: str
+    concurrency: int
+    rounds: tuple[Round, ...]
+    latency_ms: Latency
+    errors: int = 0
+    errors_by_code: Mapping[str, int] = field(default_factory=dict)
+    ignored_errors: int = 0
+    reconnects: int = 0
+    series: tuple[SeriesPoint, ...] = ()
+    reports: tuple[str, ...] = ()  # raw load-generator output, one per round
+    client: Mapping[str, Any] = field(default_factory=dict)  # cpu, saturation flag
+    extra: Mapping[str, Any] = field(default_factory=dict)  # engine-specific (tpmC, ...)
+
+    @property
+    def qps(self) -> float:
+        """Median of the rounds' QPS: robust to one disturbed round."""
+        return statistics.median(r.qps for r in self.rounds) if self.rounds else math.nan
+
+    @property
+    def tps(self) -> float:
+        vals = [r.tps for r in self.rounds if not math.isnan(r.tps)]
+        return statistics.median(vals) if vals else math.nan
+
+    @property
+    def queries(self) -> int:
+        return sum(r.queries for r in self.rounds)
+
+    @property
+    def error_rate(self) -> float:
+        total = self.queries + self.errors
+        return self.errors / total if total else 0.0
+
+    def seconds_summary(self) -> dict[str, float]:
+        """The seed tables' avg/min/max seconds per round."""
+        secs = [r.seconds for r in self.rounds]
+        if not secs:
+            return {"avg": math.nan, "min": math.nan, "max": math.nan}
+        return {"avg": statistics.fmean(secs), "min": min(secs), "max": max(secs)}
+
+
+@dataclass
+class CellResult:
+    """One test's outcome: the cell (family, scenario, level, concurrency),
+    the fault that was in place and the workload's numbers."""
+
+    test_id: str
+    family: str
+    scenario: str
+    level: Mapping[str, Any]
+    concurrency: int
+    workload: WorkloadResult
+    fault: Mapping[str, Any] = field(default_factory=dict)  # kind, value, mechanism, evidence
+    path: str = ""
+    verdict: Mapping[str, Any] | None = None
+    started: str = ""
+    finished: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def metrics(self) -> dict[str, float]:
+        """Headline numbers by metric name, as budgets and baselines use them."""
+        w = self.workload
+        out = {
+            "qps": w.qps,
+            "tps": w.tps,
+            "error_rate": w.error_rate,
+        }
+        for k in ("avg",) + PERCENTILES + ("max",):
+            out[f"latency_ms.{k}"] = getattr(w.latency_ms, k)
+        if "tpmc" in w.extra:
+            out["tpmc"] = float(w.extra["tpmc"])
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        w = self.workload
+        return {
+            "test_id": self.test_id,
+            "family": self.family,
+            "scenario": self.scenario,
+            "level": dict(self.level),
+            "path": self.path,
+            "fault": dict(self.fault),
+            "workload": w.workload,
+            "concurrency": self.concurrency,
+            "rounds": [r.to_json() for r in w.rounds],
+            "seconds": w.seconds_summary(),
+            "qps": _num(w.qps),
+            "tps": _num(w.tps),
+            "latency_ms": w.latency_ms.to_json(),
+            "errors": w.errors,
+            "errors_by_code": dict(w.errors_by_code),
+            "ignored_errors": w.ignored_errors,
+            "reconnects": w.reconnects,
+            "error_rate": w.error_rate,
+            "series": [p.to_json() for p in w.series],
+            "client": dict(w.client),
+            "workload_extra": _jsonable(dict(w.extra)),
+            "verdict": dict(self.verdict) if self.verdict else None,
+            "started": self.started,
+            "finished": self.finished,
+            "extra": _jsonable(self.extra),
+        }
+
+
+def _num(x: float) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, float) and math.isnan(obj):
+        return None
+    if isinstance(obj, Mapping):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    return obj
+
+
+def write_json_atomic(path: str | os.PathLike[str], data: Any) -> None:
+    """Write via a temporary file in the same directory, then rename: a
+    crash never leaves a half-written results file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(data, fh, indent=2, sort_keys=False)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def results_document(run: Mapping[str, Any], cells: Iterable[CellResult], tables: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    doc: dict[str, Any] = {"schema": SCHEMA, "run": _jsonable(dict(run)), "results": [c.to_json() for c in cells]}
+    if tables:
+        doc["tables"] = _jsonable(dict(tables))
+    return doc
+
+
+def drop_table(cells: Sequence[Mapping[str, Any]], family: str) -> list[dict[str, Any]]:
+    """The seed 000 summary: per scenario and concurrency, QPS at each level
+    and the drop against level 0 (positive = slower). Input: result dicts."""
+    rows: dict[tuple[str, int], dict[str, Any]] = {}
+    for c in cells:
+        if c["family"] != family or c.get("qps") is None:
+            continue
+        key = (c["scenario"], c["concurrency"])
+        row = rows.setdefault(key, {"scenario": c["scenario"], "concurrency": c["concurrency"], "levels": {}})
+        row["levels"][c["level"]["label"]] = {"value": c["level"]["value"], "qps": c["qps"]}
+    out = []
+    for (_scenario, _conc), row in sorted(rows.items()):
+        levels = row["levels"]
+        base = next((v["qps"] for v in levels.values() if v["value"] == 0), None)
+        for v in levels.values():
+            v["drop_pct"] = None if not base else (base - v["qps"]) / base * 100.0
+        row["baseline_qps"] = base
+        out.append(row)
+    return out
