@@ -1,0 +1,3 @@
+from wanbench.cli import main
+
+raise SystemExit(main())
