@@ -15,7 +15,10 @@ from wanbench.errors import WanbenchError
 
 COMMAND_MODULES = [
     "wanbench.lab_cli",
+    "wanbench.watchdog",
     # -- commands: add modules below --
+    "wanbench.gate.cli",
+    "wanbench.profiles.tidb_cli",
 ]
 
 

@@ -1,0 +1,32 @@
+"""Helpers for self-tests that start the real lab or run the real suite."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def suite_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args]
+
+
+def run_suite(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(suite_cmd(*args), cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def load_results(path: Path) -> list[dict[str, Any]]:
+    return json.loads(path.read_text())["results"]
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"

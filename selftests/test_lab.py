@@ -1,0 +1,163 @@
+"""The lab with real servers: up/status/down, and nothing left behind after
+a run ends normally, by Ctrl-C, or by ``kill -9``."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from selftests.labutil import ROOT, load_results, pid_alive, run_suite, suite_cmd
+from wanbench.errors import InfrastructureError, MissingToolError
+from wanbench.faults.base import Fault, FaultKind, Level
+from wanbench.faults.toxiproxy import ToxiproxyClient, ToxiproxyMechanism
+from wanbench.lab import Lab, find_binary
+from wanbench.wait import wait_for
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "wanbench", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=180, check=False)
+
+
+def recorded_pids(run_dir: Path) -> list[int]:
+    return [json.loads(p.read_text())["pid"] for p in run_dir.glob("*.pid")]
+
+
+def test_lab_up_status_down_by_hand(tmp_path: Path) -> None:
+    run_dir = tmp_path / "lab"
+    up = cli("lab", "up", "--dir", str(run_dir), "--port-base", "23410")
+    assert up.returncode == 0, up.stderr
+    try:
+        status = cli("lab", "status", "--dir", str(run_dir), "--port-base", "23410")
+        data = json.loads(status.stdout)
+        assert status.returncode == 0 and data["up"] is True
+        assert set(data["components"]) == {"toxiproxy", "primary", "replica", "haproxy"}
+        assert data["health"]["Rpl_semi_sync_master_clients"] == 1
+        assert data["endpoints"] == {"proxy": "127.0.0.1:23411", "direct": "127.0.0.1:23415"}
+        assert data["version"].startswith("10.11")
+        password = Lab(run_dir, 23410).credentials.password
+        assert password not in up.stdout + status.stdout
+        pids = recorded_pids(run_dir)
+        assert len(pids) == 4 and all(pid_alive(p) for p in pids)
+        again = cli("lab", "up", "--dir", str(run_dir), "--port-base", "23410")
+        assert json.loads(again.stdout)["started"] is False, "a second `lab up` must reuse the running lab"
+    finally:
+        down = cli("lab", "down", "--dir", str(run_dir), "--port-base", "23410")
+    assert down.returncode == 0, down.stderr
+    assert not any(pid_alive(p) for p in pids)
+    assert not run_dir.exists()
+    after = cli("lab", "status", "--dir", str(run_dir), "--port-base", "23410")
+    assert after.returncode == 3 and json.loads(after.stdout)["up"] is False
+
+
+def test_ports_in_use_are_named(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 23446))
+        s.listen()
+        with pytest.raises(InfrastructureError, match=r"lab ports \[23446\] on 127.0.0.1 are in use"):
+            Lab(tmp_path / "lab", 23440).up()
+    assert not (tmp_path / "lab" / "primary.pid").exists()
+
+
+def test_missing_binary_names_the_setup_command() -> None:
+    with pytest.raises(MissingToolError, match="no-such-server-binary not found: run scripts/setup"):
+        find_binary("no-such-server-binary")
+
+
+def test_toxiproxy_fault_apply_twice_clear_three_times(tmp_path: Path) -> None:
+    with Lab(tmp_path / "lab", 23450) as lab:
+        mech = ToxiproxyMechanism(lab.toxiproxy, lab.topology, tag="selftest")
+        fault = Fault("replica", Level(FaultKind.DELAY, 40.0))
+        mech.apply(fault)
+        first = sorted(lab.toxiproxy.our_toxics())
+        mech.apply(fault)
+        assert sorted(lab.toxiproxy.our_toxics()) == first == [
+            ("replica_primary", "wb-selftest-replica_primary-down"),
+            ("replica_primary", "wb-selftest-replica_primary-up"),
+        ]
+        for _ in range(3):
+            mech.clear(fault)
+        assert lab.toxiproxy.our_toxics() == []
+
+
+def _wait_for_toxic(client: ToxiproxyClient, proc: subprocess.Popen[str]) -> None:
+    def seen() -> bool:
+        assert proc.poll() is None, proc.stdout.read() if proc.stdout else "suite exited"
+        return bool(client.our_toxics())
+
+    wait_for(seen, what="the suite to apply its fault", timeout=240, interval=0.5, transient=(InfrastructureError,))
+
+
+def _start_suite(run_dir: Path, base: int) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        suite_cmd("tests/rtt", "-k", "rtt and replica_write", "--rtt", "200ms", "--concurrency", "4",
+                  "--rounds", "20", "--queries", "400", "--lab-dir", str(run_dir), "--lab-port-base", str(base)),
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )
+
+
+def test_kill_9_of_the_runner_then_lab_down_leaves_nothing(tmp_path: Path) -> None:
+    run_dir, base = tmp_path / "lab", 23460
+    proc = _start_suite(run_dir, base)
+    client = ToxiproxyClient(f"http://127.0.0.1:{base}")
+    try:
+        _wait_for_toxic(client, proc)
+        proc.kill()  # SIGKILL: no teardown runs
+        proc.wait(timeout=30)
+        # The watchdog notices the runner is gone and removes the run's toxics.
+        wait_for(lambda: client.our_toxics() == [], what="the watchdog to remove the toxics", timeout=20)
+        pids = recorded_pids(run_dir)
+        assert pids, "the killed run's servers are still recorded"
+    finally:
+        down = cli("lab", "down", "--dir", str(run_dir), "--port-base", str(base))
+    assert down.returncode == 0, down.stderr
+    assert "stopped primary" in down.stdout and "stopped replica" in down.stdout
+    wait_for(lambda: not any(pid_alive(p) for p in pids), what="lab processes to end", timeout=30)
+    assert not run_dir.exists()
+
+
+def test_ctrl_c_mid_fault_leaves_nothing(tmp_path: Path) -> None:
+    run_dir, base = tmp_path / "lab", 23470
+    proc = _start_suite(run_dir, base)
+    client = ToxiproxyClient(f"http://127.0.0.1:{base}")
+    _wait_for_toxic(client, proc)
+    pids = recorded_pids(run_dir)
+    import os
+
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
+    out, _ = proc.communicate(timeout=180)
+    assert proc.returncode != 0
+    assert "KeyboardInterrupt" in out or "Interrupted" in out, out[-2000:]
+    assert not any(pid_alive(p) for p in pids), out[-2000:]
+    assert not run_dir.exists(), out[-2000:]
+    with pytest.raises(InfrastructureError):
+        client.our_toxics()  # Toxiproxy itself is gone
+
+
+def test_write_latency_follows_rtt_while_reads_do_not(tmp_path: Path) -> None:
+    """The seed's "TiKV write is RTT-sensitive, TiKV read is not", with real parts."""
+    results = tmp_path / "rtt.json"
+    res = run_suite("tests/rtt", "-k", "rtt and (replica_write or replica_read)", "--rtt", "0,50ms",
+                    "--concurrency", "10", "--rounds", "3", "--queries", "600", "--results-json", str(results),
+                    "--lab-dir", str(tmp_path / "lab"), "--lab-port-base", "23480")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    cells = {(c["scenario"], c["level"]["label"]): c for c in load_results(results)}
+    assert len(cells) == 4
+    w0, w50 = cells[("replica_write", "0ms")], cells[("replica_write", "50ms")]
+    r0, r50 = cells[("replica_read", "0ms")], cells[("replica_read", "50ms")]
+    rise = w50["latency_ms"]["p50"] - w0["latency_ms"]["p50"]
+    assert 42.5 <= rise <= 57.5, f"write p50 rose by {rise:.1f} ms, expected 50 ms +-15%"
+    assert abs(r50["latency_ms"]["p50"] - r0["latency_ms"]["p50"]) <= 2.0
+    assert w50["fault"]["mechanism"] == "toxiproxy" and w50["fault"]["evidence"]["verified"] is True
+    assert r0["fault"]["mechanism"] == "none"
+    assert "wanbench rtt: QPS per level and drop against level 0" in res.stdout
+    assert not (tmp_path / "lab").exists(), "the session must stop the lab it started"

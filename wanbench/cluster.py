@@ -1,0 +1,260 @@
+"""A cluster under test, whatever its profile: where clients connect, which
+mechanism puts a fault of each kind in place, how that fault is verified,
+and the facts that fingerprint a run. ``LabCluster`` is the embedded lab;
+the TiDB profile has its own class with the same shape."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+import mysql.connector
+
+from wanbench.errors import FaultError, FaultVerificationError
+from wanbench.faults.base import Evidence, Fault, FaultKind, Mechanism
+from wanbench.faults.toxiproxy import TOXIC_PREFIX, ToxiproxyMechanism, expected_added_ms
+from wanbench.lab import DATABASE, Credentials, Lab
+from wanbench.procs import ProcessHandle, proc_start_time, spawn
+from wanbench.topology import Link, Scenario, Topology
+
+
+@dataclass(frozen=True)
+class SqlTarget:
+    """Where a workload connects (credentials kept out of repr)."""
+
+    host: str
+    port: int
+    credentials: Credentials
+    database: str = DATABASE
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+class Cluster(Protocol):
+    profile: str
+    topology: Topology
+
+    def sql_targets(self, path: str) -> list[SqlTarget]: ...
+
+    def mechanism(self, kind: FaultKind) -> Mechanism: ...
+
+    def fault_for(self, scenario: Scenario, level: Any) -> Fault: ...
+
+    def apply(self, fault: Fault, *, expected_duration_s: float) -> Evidence: ...
+
+    def clear(self, fault: Fault, evidence: Evidence) -> Evidence: ...
+
+    def sweep(self) -> list[str]: ...
+
+    def run_context(self) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...
+
+
+def client_facts() -> dict[str, Any]:
+    """The load generator's hardware: part of every fingerprint."""
+    model = platform.processor() or ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"host": platform.node(), "cpu_model": model, "cores": os.cpu_count(), "python": sys.version.split()[0]}
+
+
+class LabCluster:
+    """The embedded lab: delay by Toxiproxy (the kernel has no netem), rate by
+    tc htb on ``lo``, loss by nftables, each scoped to the faulted links."""
+
+    profile = "lab"
+
+    def __init__(self, lab: Lab, *, tag: str, grace_s: float = 60.0) -> None:
+        self.lab = lab
+        self.tag = tag
+        self.grace_s = grace_s
+        self.topology = lab.topology
+        self._watchdog: ProcessHandle | None = None
+        self._deadlines = lab.run_dir / f"deadlines-{tag}.json"
+        self._toxiproxy = ToxiproxyMechanism(lab.toxiproxy, self.topology, tag=tag)
+        self._mechanisms: dict[FaultKind, Mechanism] = {}
+
+    # -- connections ---------------------------------------------------------------
+    def sql_targets(self, path: str) -> list[SqlTarget]:
+        host, port = self.lab.endpoint(path)
+        return [SqlTarget(host, port, self.lab.credentials)]
+
+    # -- faults ----------------------------------------------------------------------
+    def fault_for(self, scenario: Scenario, level: Any) -> Fault:
+        targets = self.topology.select(scenario.target)
+        if len(targets) != 1:
+            raise FaultError("lab", f"scenario {scenario.name!r} selects {len(targets)} components, expected 1")
+        peers = tuple(p.name for sel in scenario.peers for p in self.topology.select(sel))
+        return Fault(targets[0].name, level, peers)
+
+    def mechanism(self, kind: FaultKind) -> Mechanism:
+        if kind not in self._mechanisms:
+            self._mechanisms[kind] = self._make_mechanism(kind)
+        return self._mechanisms[kind]
+
+    def _make_mechanism(self, kind: FaultKind) -> Mechanism:
+        if kind is FaultKind.DELAY:
+            return self._toxiproxy
+        from wanbench.faults.lab_tc import lab_link_mechanism  # tc/nft on lo, scoped to link ports
+
+        return lab_link_mechanism(kind, self.topology, tag=self.tag)
+
+    def faulted_links(self, fault: Fault) -> list[Link]:
+        return self._toxiproxy.links_for(fault)
+
+    def apply(self, fault: Fault, *, expected_duration_s: float) -> Evidence:
+        mech = self.mechanism(fault.level.kind)
+        self._arm(fault, expected_duration_s)
+        try:
+            before = self.measure_links(fault) if fault.level.kind is FaultKind.DELAY else {}
+            evidence = mech.apply(fault, deadline_s=expected_duration_s + self.grace_s)
+            return self.verify(fault, replace(evidence, measured={**evidence.measured, "before_ms": before}))
+        except BaseException:
+            mech.clear(fault)
+            self._disarm(fault)
+            raise
+
+    def clear(self, fault: Fault, evidence: Evidence) -> Evidence:
+        mech = self.mechanism(fault.level.kind)
+        try:
+            mech.clear(fault)
+        finally:
+            self._disarm(fault)
+        return self.verify_cleared(fault, evidence)
+
+    def verify(self, fault: Fault, evidence: Evidence) -> Evidence:
+        if fault.level.kind is not FaultKind.DELAY:
+            from wanbench.faults.lab_tc import verify_lab_fault
+
+            return verify_lab_fault(self, fault, evidence)
+        before = evidence.measured.get("before_ms", {})
+        after = self.measure_links(fault)
+        faulted = self.faulted_links(fault)
+        checks = {}
+        ok = True
+        for ln in faulted:
+            added = after[ln.name] - before[ln.name]
+            want = expected_added_ms(self.path_of(ln), faulted, fault.level.value)
+            tol = max(3.0, 0.1 * want) + fault.level.jitter
+            good = abs(added - want) <= tol
+            ok &= good
+            checks[ln.name] = {"before_ms": round(before[ln.name], 3), "after_ms": round(after[ln.name], 3),
+                               "added_ms": round(added, 3), "expected_ms": want, "tolerance_ms": tol, "ok": good}
+        ev = replace(evidence, measured={"links": checks}, verified=ok)
+        if not ok:
+            raise FaultVerificationError("lab", f"added RTT not as asked for {fault.label}: {json.dumps(checks)}")
+        return ev
+
+    def verify_cleared(self, fault: Fault, evidence: Evidence) -> Evidence:
+        present: list[str]
+        if fault.level.kind is FaultKind.DELAY:
+            present = self._toxiproxy.present(fault)
+        else:
+            from wanbench.faults.lab_tc import present_rules
+
+            present = present_rules(self, fault)
+        if present:
+            raise FaultVerificationError("lab", f"fault {fault.label} still present after clear: {present}")
+        notes = (*evidence.notes, "cleared and verified absent")
+        return replace(evidence, notes=notes)
+
+    def path_of(self, link: Link) -> list[Link]:
+        """Links a request entering through ``link`` crosses to reach the primary."""
+        if link.dst == "proxy":
+            return [link, *[ln for ln in self.topology.links if ln.src == "proxy"]]
+        return [link]
+
+    def measure_links(self, fault: Fault, samples: int = 5) -> dict[str, float]:
+        """Median ``SELECT 1`` round trip through each faulted link, in ms."""
+        out = {}
+        cred = self.lab.credentials
+        for ln in self.faulted_links(fault):
+            conn = mysql.connector.connect(host="127.0.0.1", port=ln.listen, user=cred.user,
+                                           password=cred.password, connection_timeout=10)
+            try:
+                cur = conn.cursor()
+                times = []
+                for _ in range(samples + 1):
+                    t0 = time.perf_counter()
+                    cur.execute("SELECT 1")
+                    cur.fetchall()
+                    times.append((time.perf_counter() - t0) * 1000)
+                out[ln.name] = statistics.median(times[1:])
+            finally:
+                conn.close()
+        return out
+
+    # -- dead-man --------------------------------------------------------------------
+    def start_watchdog(self) -> None:
+        me = os.getpid()
+        self._deadlines.write_text("{}")
+        self._watchdog = spawn(
+            "watchdog",
+            [sys.executable, "-m", "wanbench", "watchdog", "--runner-pid", str(me),
+             "--runner-start", str(proc_start_time(me)), "--toxiproxy", self.lab.toxiproxy.base_url,
+             "--tag", self.tag, "--deadlines", str(self._deadlines)],
+            log=self.lab.run_dir / f"watchdog-{self.tag}.log",
+            pid_file=self.lab.run_dir / "watchdog.pid",
+            cwd=Path(__file__).resolve().parent.parent,
+        )
+
+    def _arm(self, fault: Fault, expected_duration_s: float) -> None:
+        if fault.level.kind is not FaultKind.DELAY:
+            return  # tc/nft mechanisms arm their own timer on the host
+        pending = json.loads(self._deadlines.read_text()) if self._deadlines.exists() else {}
+        pending[f"{TOXIC_PREFIX}{self.tag}-"] = time.time() + expected_duration_s + self.grace_s
+        self._deadlines.write_text(json.dumps(pending))
+
+    def _disarm(self, fault: Fault) -> None:
+        if fault.level.kind is not FaultKind.DELAY or not self._deadlines.exists():
+            return
+        self._deadlines.write_text("{}")
+
+    # -- housekeeping ---------------------------------------------------------------------
+    def sweep(self) -> list[str]:
+        removed = self.lab.sweep_toxics()
+        try:
+            from wanbench.faults.lab_tc import sweep_lab
+
+            removed += sweep_lab(self.topology)
+        except ImportError:
+            pass
+        return removed
+
+    def run_context(self) -> dict[str, Any]:
+        return {
+            "profile": self.profile,
+            "cluster": self.topology.name,
+            "versions": {"mariadb": self.lab.state().get("version", "")},
+            "topology_shape": self.topology.shape(),
+            "client": client_facts(),
+            "mechanisms": {"delay": "toxiproxy", "rate": "tc", "loss": "nft"},
+            "endpoints": {p: "%s:%d" % self.lab.endpoint(p) for p in ("proxy", "direct")},
+        }
+
+    def close(self) -> None:
+        if self._watchdog:
+            self._watchdog.stop(timeout=5)
+            self._watchdog = None
+        self._deadlines.unlink(missing_ok=True)
+
+
+
+__all__ = ["Cluster", "LabCluster", "SqlTarget", "client_facts"]

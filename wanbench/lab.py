@@ -1,0 +1,488 @@
+"""The embedded lab: real servers from Debian's packages on loopback.
+
+    client --[client_proxy]--> HAProxy --[proxy_primary]--> MariaDB primary
+    client --[client_primary]-----------------------------> MariaDB primary
+    MariaDB replica (semi-sync) --[replica_primary]-------> MariaDB primary
+
+Every link passes through a Toxiproxy proxy, so a fault can be put on any
+component and the baseline path is the same as the faulted one. The tiers
+mirror TiDB's: proxy ~ TiProxy, primary ~ TiDB (SQL), replica ~ TiKV (every
+commit waits for its acknowledgement).
+
+Everything lives in one run directory: data, sockets, logs, PID files and
+``lab.json`` (ports, owner). ``down`` stops exactly the processes recorded
+there, by PID and start time, so it also cleans up after a killed run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import mysql.connector
+
+from wanbench.errors import InfrastructureError, MissingToolError
+from wanbench.faults.toxiproxy import TOXIC_PREFIX, ToxiproxyClient
+from wanbench.procs import ProcessHandle, log_tail, proc_start_time, spawn
+from wanbench.topology import Component, Link, Topology
+from wanbench.wait import wait_for
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_PORT_BASE = 23300
+SQL_USER = "wanbench"
+DATABASE = "wanbench"
+HANDICAP_TOXIC = f"{TOXIC_PREFIX}handicap"
+
+# Offsets from the port base.
+P_TOXIPROXY, P_CLIENT_PROXY, P_HAPROXY, P_PROXY_PRIMARY, P_REPLICA_PRIMARY, P_CLIENT_PRIMARY = range(6)
+P_PRIMARY, P_REPLICA = 6, 7
+SERVICES = ("toxiproxy", "primary", "replica", "haproxy")
+
+
+@dataclass(frozen=True)
+class Credentials:
+    user: str
+    password: str
+
+    def __repr__(self) -> str:  # never print the password
+        return f"Credentials(user={self.user!r}, password='***')"
+
+
+def find_binary(name: str, *candidates: str) -> str:
+    for c in (*candidates, shutil.which(name)):
+        if c and Path(c).is_file() and os.access(c, os.X_OK):
+            return str(c)
+    raise MissingToolError(name, "run scripts/setup")
+
+
+def lab_links(base: int) -> tuple[Link, ...]:
+    return (
+        Link("client_proxy", "client", "proxy", base + P_CLIENT_PROXY),
+        Link("proxy_primary", "proxy", "primary", base + P_PROXY_PRIMARY),
+        Link("replica_primary", "replica", "primary", base + P_REPLICA_PRIMARY),
+        Link("client_primary", "client", "primary", base + P_CLIENT_PRIMARY),
+    )
+
+
+def lab_topology(base: int, version: str = "") -> Topology:
+    host = "127.0.0.1"
+    return Topology(
+        profile="lab",
+        name="wanbench-lab",
+        version=version,
+        components=(
+            Component("client", "client", host, ()),
+            Component("proxy", "proxy", host, (base + P_HAPROXY,)),
+            Component("primary", "primary", host, (base + P_PRIMARY,)),
+            Component("replica", "replica", host, (base + P_REPLICA,)),
+        ),
+        links=lab_links(base),
+    )
+
+
+def port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+class Lab:
+    """Start, inspect and stop the lab. Usable as a context manager: it
+    starts the lab unless it already runs, and stops it only if it started it."""
+
+    def __init__(self, run_dir: str | os.PathLike[str] | None = None, port_base: int | None = None) -> None:
+        self.run_dir = Path(run_dir) if run_dir else PROJECT_ROOT / ".run" / "lab"
+        env_base = os.environ.get("WANBENCH_LAB_PORT_BASE")
+        self.port_base = port_base or (int(env_base) if env_base else DEFAULT_PORT_BASE)
+        self._started_here = False
+
+    # -- paths and identities -------------------------------------------------
+    @property
+    def state_file(self) -> Path:
+        return self.run_dir / "lab.json"
+
+    def _pid_file(self, service: str) -> Path:
+        return self.run_dir / f"{service}.pid"
+
+    def handle(self, service: str) -> ProcessHandle | None:
+        return ProcessHandle.load(self._pid_file(service))
+
+    def port(self, offset: int) -> int:
+        return self.port_base + offset
+
+    @property
+    def topology(self) -> Topology:
+        return lab_topology(self.port_base, self.state().get("version", ""))
+
+    @property
+    def toxiproxy(self) -> ToxiproxyClient:
+        return ToxiproxyClient(f"http://127.0.0.1:{self.port(P_TOXIPROXY)}")
+
+    @property
+    def credentials(self) -> Credentials:
+        secret_file = self.run_dir / "secret"
+        try:
+            return Credentials(SQL_USER, secret_file.read_text().strip())
+        except FileNotFoundError:
+            raise InfrastructureError(f"the lab in {self.run_dir} is not set up (no credentials): run `python -m wanbench lab up`") from None
+
+    def endpoint(self, path: str = "proxy") -> tuple[str, int]:
+        """Where clients connect: through the proxy tier, or straight to the SQL tier."""
+        if path == "proxy":
+            return "127.0.0.1", self.port(P_CLIENT_PROXY)
+        if path == "direct":
+            return "127.0.0.1", self.port(P_CLIENT_PRIMARY)
+        raise InfrastructureError(f"unknown lab path {path!r} (known: proxy, direct)")
+
+    def state(self) -> dict[str, Any]:
+        try:
+            return json.loads(self.state_file.read_text())
+        except (FileNotFoundError, ValueError):
+            return {}
+
+    def _write_state(self, **updates: Any) -> None:
+        state = self.state() | updates
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state, indent=2))
+        tmp.replace(self.state_file)
+
+    def running(self) -> dict[str, bool]:
+        return {s: bool((h := self.handle(s)) and h.alive()) for s in SERVICES}
+
+    def is_up(self) -> bool:
+        return all(self.running().values())
+
+    def owner_alive(self) -> bool:
+        owner = self.state().get("owner")
+        if not owner:
+            return False
+        if owner.get("kind") == "manual":
+            return True
+        return proc_start_time(int(owner["pid"])) == owner.get("start_time")
+
+    # -- lifecycle -------------------------------------------------------------
+    def __enter__(self) -> Lab:
+        try:
+            self.up()
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._started_here:
+            self.down()
+
+    def up(self, *, owner: str = "session") -> bool:
+        """Start what is not running; True if this call started the lab."""
+        if self.is_up() and self.owner_alive():
+            self.sweep_toxics()
+            return False
+        if any(self.running().values()):
+            # Left by a dead run (or half-started): clean slate.
+            self.down()
+        self._check_tools_and_ports()
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.run_dir, 0o700)
+        password = secrets.token_urlsafe(18)
+        secret_file = self.run_dir / "secret"
+        secret_file.write_text(password)
+        os.chmod(secret_file, 0o600)
+        owner_info: dict[str, Any] = {"kind": "manual"} if owner == "manual" else {
+            "kind": "session", "pid": os.getpid(), "start_time": proc_start_time(os.getpid())}
+        self._write_state(port_base=self.port_base, owner=owner_info, started=time.time())
+        self._started_here = True
+        try:
+            self._start_toxiproxy()
+            self._start_mariadb("primary", server_id=1)
+            self._init_primary(password)
+            self._start_mariadb("replica", server_id=2)
+            self._init_replica(password)
+            self._start_haproxy()
+            self._wait_ready()
+            version = self._server_version()
+            self._write_state(version=version)
+        except BaseException:
+            self.down()
+            raise
+        return True
+
+    def down(self) -> list[str]:
+        """Stop every process recorded in the run directory and remove the run
+        directory's data. Returns what was stopped or removed."""
+        done: list[str] = []
+        if self.handle("toxiproxy") and self.handle("toxiproxy").alive():  # type: ignore[union-attr]
+            try:
+                done += self.toxiproxy.sweep()
+            except InfrastructureError:
+                pass
+        wd = ProcessHandle.load(self.run_dir / "watchdog.pid")
+        if wd and wd.stop(timeout=5):
+            done.append(f"stopped watchdog pid {wd.pid}")
+        for service in ("haproxy", "replica", "primary", "toxiproxy"):
+            h = self.handle(service)
+            if h and h.stop(timeout=30):
+                done.append(f"stopped {service} pid {h.pid}")
+            self._pid_file(service).unlink(missing_ok=True)
+        if self.run_dir.exists():
+            shutil.rmtree(self.run_dir, ignore_errors=True)
+            done.append(f"removed {self.run_dir}")
+        return done
+
+    def sweep_toxics(self) -> list[str]:
+        """Remove toxics an earlier run left (the handicap included)."""
+        return self.toxiproxy.sweep()
+
+    # -- start-up pieces ---------------------------------------------------------
+    def _check_tools_and_ports(self) -> None:
+        self.tools = {
+            "mariadbd": find_binary("mariadbd", "/usr/sbin/mariadbd"),
+            "mariadb-install-db": find_binary("mariadb-install-db", "/usr/bin/mariadb-install-db"),
+            "haproxy": find_binary("haproxy", "/usr/sbin/haproxy"),
+            "toxiproxy-server": find_binary("toxiproxy-server", str(PROJECT_ROOT / "bin" / "toxiproxy-server")),
+        }
+        busy = [self.port(i) for i in range(8) if not port_free(self.port(i))]
+        if busy:
+            raise InfrastructureError(
+                f"lab ports {busy} on 127.0.0.1 are in use: stop what holds them "
+                f"(`python -m wanbench lab down --dir {self.run_dir}` if it is an old lab) "
+                f"or choose another --lab-port-base"
+            )
+
+    def _start_toxiproxy(self) -> None:
+        h = spawn(
+            "toxiproxy",
+            [self.tools["toxiproxy-server"], "-host", "127.0.0.1", "-port", str(self.port(P_TOXIPROXY))],
+            log=self.run_dir / "toxiproxy.log",
+            pid_file=self._pid_file("toxiproxy"),
+        )
+        wait_for(lambda: self._alive_or_fail(h) and self.toxiproxy.version(), what="Toxiproxy API", timeout=20,
+                 transient=(InfrastructureError,), hint=f"log: {log_tail(self.run_dir / 'toxiproxy.log')}")
+        for ln in self.topology.links:
+            upstream = {
+                "proxy": self.port(P_HAPROXY),
+                "primary": self.port(P_PRIMARY),
+            }[ln.dst]
+            self.toxiproxy.create_proxy(ln.name, f"127.0.0.1:{ln.listen}", f"127.0.0.1:{upstream}")
+
+    def _alive_or_fail(self, h: ProcessHandle) -> bool:
+        if not h.alive():
+            raise InfrastructureError(f"{h.name} exited during start-up; log tail:\n"
+                                      f"{log_tail(self.run_dir / (h.name + '.log'))}")
+        return True
+
+    def _mariadb_paths(self, name: str) -> dict[str, Path]:
+        d = self.run_dir / name
+        return {"dir": d, "data": d / "data", "socket": d / "mysqld.sock", "log": self.run_dir / f"{name}.log"}
+
+    def _start_mariadb(self, name: str, *, server_id: int) -> None:
+        p = self._mariadb_paths(name)
+        p["dir"].mkdir(parents=True, exist_ok=True)
+        res = subprocess.run(  # noqa: S603
+            [self.tools["mariadb-install-db"], "--no-defaults", f"--datadir={p['data']}",
+             "--auth-root-authentication-method=normal", "--user=root", "--skip-test-db"],
+            capture_output=True, text=True, timeout=120, check=False,
+        )
+        if res.returncode != 0:
+            raise InfrastructureError(f"mariadb-install-db for {name} failed: {res.stderr.strip()[-500:]}")
+        port = self.port(P_PRIMARY if name == "primary" else P_REPLICA)
+        argv = [
+            self.tools["mariadbd"], "--no-defaults", f"--datadir={p['data']}", f"--socket={p['socket']}",
+            f"--port={port}", "--bind-address=127.0.0.1", "--user=root", f"--server-id={server_id}",
+            "--log-bin=mysql-bin", "--binlog-format=ROW", "--max-connections=2000",
+            "--max-connect-errors=1000000", "--skip-name-resolve", f"--pid-file={p['dir'] / 'mysqld.pid'}",
+            # The lab measures the network, not this machine's disk.
+            "--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0", "--innodb-buffer-pool-size=256M",
+            "--performance-schema=OFF", "--table-open-cache=4000",
+        ]
+        if name == "primary":
+            # AFTER_COMMIT (the default): each commit waits one round trip to the
+            # replica, like a TiKV write waits for its Raft followers. AFTER_SYNC
+            # would serialise concurrent commits on the acknowledgement.
+            argv += ["--rpl-semi-sync-master-enabled=ON", "--rpl-semi-sync-master-timeout=30000",
+                     "--rpl-semi-sync-master-wait-point=AFTER_COMMIT"]
+        else:
+            argv += ["--rpl-semi-sync-slave-enabled=ON", "--read-only=ON"]
+        h = spawn(name, argv, log=p["log"], pid_file=self._pid_file(name))
+        wait_for(lambda: self._alive_or_fail(h) and self._admin(name, "SELECT 1", password=None, probe=True),
+                 what=f"MariaDB {name} on port {port}", timeout=60,
+                 transient=(mysql.connector.Error, InfrastructureError),
+                 hint=f"log: {log_tail(p['log'])}")
+
+    @contextmanager
+    def admin(self, name: str, *, password: str | None | bool = True) -> Iterator[Any]:
+        """Root connection over the server's UNIX socket (never over TCP)."""
+        pw = self.credentials.password if password is True else (password or "")
+        conn = mysql.connector.connect(unix_socket=str(self._mariadb_paths(name)["socket"]), user="root",
+                                       password=pw, autocommit=True, connection_timeout=5)
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+    def _admin(self, name: str, *statements: str, password: str | None | bool = True, probe: bool = False) -> Any:
+        rows: Any = None
+        try:
+            ctx = self.admin(name, password=password)
+            conn = ctx.__enter__()
+        except mysql.connector.Error as exc:
+            # A fresh server has an empty root password; after init it has ours.
+            if probe and password is None and getattr(exc, "errno", None) == 1045:
+                return True
+            raise
+        try:
+            cur = conn.cursor()
+            for st in statements:
+                cur.execute(st)
+                rows = cur.fetchall() if cur.with_rows else None
+            return rows if rows is not None else True
+        finally:
+            ctx.__exit__(None, None, None)
+
+    def _init_primary(self, password: str) -> None:
+        q = password.replace("'", "''")
+        self._admin(
+            "primary",
+            "DELETE FROM mysql.global_priv WHERE User=''",
+            f"CREATE USER IF NOT EXISTS '{SQL_USER}'@'127.0.0.1' IDENTIFIED BY '{q}'",
+            f"GRANT ALL ON *.* TO '{SQL_USER}'@'127.0.0.1'",
+            f"CREATE USER IF NOT EXISTS 'repl'@'127.0.0.1' IDENTIFIED BY '{q}'",
+            "GRANT REPLICATION SLAVE ON *.* TO 'repl'@'127.0.0.1'",
+            f"CREATE DATABASE IF NOT EXISTS {DATABASE}",
+            f"ALTER USER 'root'@'localhost' IDENTIFIED BY '{q}'",
+            "FLUSH PRIVILEGES",
+            password=None,
+        )
+
+    def _init_replica(self, password: str) -> None:
+        q = password.replace("'", "''")
+        self._admin(
+            "replica",
+            f"ALTER USER 'root'@'localhost' IDENTIFIED BY '{q}'",
+            password=None,
+        )
+        self._admin(
+            "replica",
+            "SET GLOBAL gtid_slave_pos=''",
+            f"CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={self.port(P_REPLICA_PRIMARY)}, "
+            f"MASTER_USER='repl', MASTER_PASSWORD='{q}', MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1",
+            "START SLAVE",
+        )
+
+    def _start_haproxy(self) -> None:
+        cfg = self.run_dir / "haproxy.cfg"
+        cfg.write_text(
+            "global\n    maxconn 8000\n\n"
+            "defaults\n    mode tcp\n    timeout connect 5s\n    timeout client 1h\n    timeout server 1h\n\n"
+            f"frontend sql\n    bind 127.0.0.1:{self.port(P_HAPROXY)}\n    default_backend primary\n\n"
+            f"backend primary\n    server primary 127.0.0.1:{self.port(P_PROXY_PRIMARY)} maxconn 4000\n"
+        )
+        h = spawn("haproxy", [self.tools["haproxy"], "-db", "-f", str(cfg)], log=self.run_dir / "haproxy.log",
+                  pid_file=self._pid_file("haproxy"))
+
+        def listening() -> bool:
+            self._alive_or_fail(h)
+            with socket.create_connection(("127.0.0.1", self.port(P_HAPROXY)), timeout=1):
+                return True
+
+        wait_for(listening, what="HAProxy", timeout=20, transient=(OSError,),
+                 hint=f"log: {log_tail(self.run_dir / 'haproxy.log')}")
+
+    def semi_sync_clients(self) -> int:
+        rows = self._admin("primary", "SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_clients'")
+        return int(rows[0][1]) if rows else 0
+
+    def _wait_ready(self) -> None:
+        def replica_acks() -> bool:
+            return self.semi_sync_clients() >= 1
+
+        def replica_status() -> str:
+            try:
+                rows = self._admin("replica", "SHOW SLAVE STATUS")
+                return str(rows[0][:40]) if rows else "no slave status"
+            except Exception as exc:  # noqa: BLE001 - only for the message
+                return str(exc)
+
+        try:
+            wait_for(replica_acks, what="the replica to acknowledge commits (Rpl_semi_sync_master_clients >= 1)",
+                     timeout=60, transient=(mysql.connector.Error,))
+        except InfrastructureError as exc:
+            raise InfrastructureError(f"{exc}; replica status: {replica_status()}; "
+                                      f"replica log: {log_tail(self.run_dir / 'replica.log')}") from None
+        # Clients through both paths really reach the primary.
+        for path in ("proxy", "direct"):
+            host, port = self.endpoint(path)
+            wait_for(lambda h=host, p=port: self._client_ok(h, p), what=f"SQL through the {path} path", timeout=20,
+                     transient=(mysql.connector.Error,))
+
+    def _client_ok(self, host: str, port: int) -> bool:
+        cred = self.credentials
+        conn = mysql.connector.connect(host=host, port=port, user=cred.user, password=cred.password,
+                                       database=DATABASE, connection_timeout=5)
+        try:
+            cur = conn.cursor()
+            cur.execute("SELECT 1")
+            return cur.fetchall() == [(1,)]
+        finally:
+            conn.close()
+
+    def _server_version(self) -> str:
+        rows = self._admin("primary", "SELECT VERSION()")
+        return str(rows[0][0])
+
+    # -- inspection --------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        running = self.running()
+        state = self.state()
+        out: dict[str, Any] = {
+            "run_dir": str(self.run_dir),
+            "port_base": self.port_base,
+            "up": all(running.values()),
+            "version": state.get("version"),
+            "owner": state.get("owner"),
+            "components": {},
+            "endpoints": {p: "%s:%d" % self.endpoint(p) for p in ("proxy", "direct")},
+            "links": {ln.name: {"src": ln.src, "dst": ln.dst, "listen": ln.listen} for ln in self.topology.links},
+        }
+        for s in SERVICES:
+            h = self.handle(s)
+            out["components"][s] = {"running": running[s], "pid": h.pid if h else None}
+        health: dict[str, Any] = {}
+        if running["primary"]:
+            try:
+                health["Rpl_semi_sync_master_clients"] = self.semi_sync_clients()
+            except Exception as exc:  # noqa: BLE001 - status reports, never raises
+                health["primary_error"] = type(exc).__name__
+        if running["toxiproxy"]:
+            try:
+                health["toxics"] = [f"{p}/{t}" for p, t in self.toxiproxy.our_toxics()]
+            except InfrastructureError as exc:
+                health["toxiproxy_error"] = str(exc)
+        out["health"] = health
+        return out
+
+    # -- calibration knob ----------------------------------------------------------
+    def set_handicap(self, rate_kbps: int | None) -> None:
+        """Make the lab slower by a small, adjustable amount: Toxiproxy's
+        per-connection bandwidth toxic on the proxy->primary link delays each
+        response by (bytes / rate), a sub-millisecond added latency that whole
+        -millisecond latency toxics cannot give. ``None`` removes it. The gate
+        calibration tunes the rate to the QPS drop it wants to detect."""
+        self.toxiproxy.delete_toxic("proxy_primary", HANDICAP_TOXIC)
+        if rate_kbps:
+            self.toxiproxy.add_toxic("proxy_primary", HANDICAP_TOXIC, "bandwidth", "downstream",
+                                     {"rate": int(rate_kbps)})

@@ -1,0 +1,35 @@
+"""``python -m wanbench lab up | status | down``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from wanbench.lab import Lab
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("lab", help="start, inspect or stop the embedded lab",
+                       description="Control the embedded lab (MariaDB primary + semi-sync replica + HAProxy, "
+                                   "every link through Toxiproxy) by hand.")
+    p.add_argument("action", choices=("up", "status", "down"))
+    p.add_argument("--dir", metavar="DIR", default=None, help="run directory (default: .run/lab)")
+    p.add_argument("--port-base", metavar="PORT", type=int, default=None,
+                   help="first of the lab's ports (default: 23300 or $WANBENCH_LAB_PORT_BASE)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    lab = Lab(args.dir, args.port_base)
+    if args.action == "up":
+        started = lab.up(owner="manual")
+        print(json.dumps({"started": started, **lab.status()}, indent=2))
+        return 0
+    if args.action == "status":
+        status = lab.status()
+        print(json.dumps(status, indent=2))
+        return 0 if status["up"] else 3
+    for line in lab.down():
+        print(line)
+    return 0
