@@ -112,12 +112,15 @@ def test_kill_9_of_the_runner_then_lab_down_leaves_nothing(tmp_path: Path) -> No
     try:
         _wait_for_toxic(client, proc)
         proc.kill()  # SIGKILL: no teardown runs
-        proc.wait(timeout=30)
+        proc.communicate(timeout=30)
         # The watchdog notices the runner is gone and removes the run's toxics.
         wait_for(lambda: client.our_toxics() == [], what="the watchdog to remove the toxics", timeout=20)
         pids = recorded_pids(run_dir)
         assert pids, "the killed run's servers are still recorded"
     finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=30)
         down = cli("lab", "down", "--dir", str(run_dir), "--port-base", str(base))
     assert down.returncode == 0, down.stderr
     assert "stopped primary" in down.stdout and "stopped replica" in down.stdout
