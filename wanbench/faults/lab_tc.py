@@ -1,0 +1,165 @@
+"""Rate caps and packet loss in the lab: tc and nftables on ``lo``.
+
+Every lab link is a Toxiproxy listener with its own port, so a link is
+selected by that port alone: ``dport P`` is the request direction, ``sport P``
+the answer direction. A cap of R puts each direction of each faulted link at
+R in aggregate over all its connections (Toxiproxy's bandwidth toxic would be
+per connection, which is not what a leased line does).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import mysql.connector
+
+from wanbench.errors import FaultError, FaultVerificationError
+from wanbench.executors.local import LocalExecutor
+from wanbench.faults.base import Evidence, Fault, FaultKind, Mechanism
+from wanbench.faults.deadman import RunInfo
+from wanbench.faults.nft import NftMechanism
+from wanbench.faults.tc import PeerMatch, TcMechanism
+from wanbench.faults.verify import verify_loss
+from wanbench.topology import Topology
+
+if TYPE_CHECKING:
+    from wanbench.cluster import LabCluster
+
+
+class LabLinkMechanism:
+    """Builds a tc (rate) or nft (loss) mechanism on ``lo`` per fault, scoped
+    to the Toxiproxy ports of the links that touch the faulted component."""
+
+    def __init__(self, kind: FaultKind, topology: Topology, *, tag: str) -> None:
+        self.kind = kind
+        self.topology = topology
+        self.run = RunInfo.current(f"lab{tag}")
+        self.ex = LocalExecutor("localhost")
+        self.name = "tc" if kind is FaultKind.RATE else "nft"
+        self._active: dict[Fault, Any] = {}
+
+    def supports(self, kind: FaultKind) -> bool:
+        return kind is self.kind
+
+    def ports(self, fault: Fault) -> list[int]:
+        links = self.topology.links_of(fault.component)
+        if fault.peers:
+            links = [ln for ln in links if ({ln.src, ln.dst} - {fault.component}) & set(fault.peers)]
+        ports = [ln.listen for ln in links if ln.listen]
+        if not ports:
+            raise FaultError("lab", f"component {fault.component!r} has no links to fault")
+        return ports
+
+    def inner(self, fault: Fault) -> Mechanism:
+        if fault not in self._active:
+            peers = [PeerMatch(port=p) for p in self.ports(fault)]
+            if self.kind is FaultKind.RATE:
+                self._active[fault] = TcMechanism(self.ex, "lo", peers, run=self.run)
+            else:
+                self._active[fault] = NftMechanism(self.ex, peers, interface="lo", run=self.run)
+        return self._active[fault]
+
+    def apply(self, fault: Fault, *, deadline_s: float) -> Evidence:
+        return self.inner(fault).apply(fault, deadline_s=deadline_s)
+
+    def clear(self, fault: Fault) -> None:
+        self.inner(fault).clear(fault)
+
+    def sweep(self) -> list[str]:
+        return sweep_lab(self.topology)
+
+
+def lab_link_mechanism(kind: FaultKind, topology: Topology, *, tag: str) -> LabLinkMechanism:
+    if kind not in (FaultKind.RATE, FaultKind.LOSS):
+        raise FaultError("lab", f"no lab link mechanism for {kind.value}")
+    return LabLinkMechanism(kind, topology, tag=tag)
+
+
+def sweep_lab(topology: Topology) -> list[str]:
+    """Remove tc qdiscs and nft tables on ``lo`` left by dead runs."""
+    ex = LocalExecutor("localhost")
+    dummy = [PeerMatch(port=ln.listen) for ln in topology.links if ln.listen][:1]
+    removed = TcMechanism(ex, "lo", dummy).sweep()
+    removed += NftMechanism(ex, dummy, interface="lo").sweep()
+    return removed
+
+
+def present_rules(cluster: LabCluster, fault: Fault) -> list[str]:
+    mech = cluster.mechanism(fault.level.kind)
+    inner = mech.inner(fault) if isinstance(mech, LabLinkMechanism) else None
+    if inner is not None and inner.installed():
+        return [f"{inner.name} rules of {fault.label} on lo"]
+    return []
+
+
+def _bulk_select(host: str, port: int, user: str, password: str, nbytes: int, out: list[Any]) -> None:
+    try:
+        conn = mysql.connector.connect(host=host, port=port, user=user, password=password, connection_timeout=10)
+        try:
+            cur = conn.cursor()
+            cur.execute(f"SELECT REPEAT('x', {int(nbytes)})")
+            out.append(len(cur.fetchall()[0][0]))
+        finally:
+            conn.close()
+    except Exception as exc:  # noqa: BLE001 - reported by the caller
+        out.append(exc)
+
+
+def measure_link_rate(cluster: LabCluster, port: int, mbit: float, connections: int = 4,
+                      seconds: float = 2.0) -> dict[str, Any]:
+    """Aggregate goodput of ``connections`` parallel bulk answers through one link."""
+    cred = cluster.lab.credentials
+    per_conn = max(20_000, int(mbit * 1e6 / 8 * seconds / connections))
+    results: list[Any] = []
+    threads = [threading.Thread(target=_bulk_select, args=("127.0.0.1", port, cred.user, cred.password,
+                                                            per_conn, results)) for _ in range(connections)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    elapsed = time.perf_counter() - t0
+    errors = [str(r) for r in results if isinstance(r, Exception)]
+    if errors or len(results) != connections:
+        raise FaultVerificationError("lab", f"rate transfer through port {port} failed: {errors[:2]}")
+    got = sum(results)
+    return {"port": port, "bytes": got, "seconds": round(elapsed, 3), "connections": connections,
+            "measured_mbit": round(got * 8 / elapsed / 1e6, 3)}
+
+
+def verify_lab_fault(cluster: LabCluster, fault: Fault, evidence: Evidence) -> Evidence:
+    mech = cluster.mechanism(fault.level.kind)
+    assert isinstance(mech, LabLinkMechanism)
+    if fault.level.kind is FaultKind.RATE:
+        checks = []
+        ok = True
+        for port in mech.ports(fault):
+            m = measure_link_rate(cluster, port, fault.level.value)
+            dev = m["measured_mbit"] / fault.level.value - 1
+            # Goodput sits a little under the cap (headers); above it means no cap.
+            m.update(asked_mbit=fault.level.value, deviation_pct=round(dev * 100, 2), ok=-0.12 <= dev <= 0.03)
+            ok &= m["ok"]
+            checks.append(m)
+        ev = replace(evidence, measured={"rate": checks}, verified=ok)
+        if not ok:
+            raise FaultVerificationError("lab", f"rate cap {fault.level.label} not as asked: {checks}")
+        return ev
+    inner = mech.inner(fault)
+    assert isinstance(inner, NftMechanism)
+    cred = cluster.lab.credentials
+    port = mech.ports(fault)[0]
+    conn = mysql.connector.connect(host="127.0.0.1", port=port, user=cred.user, password=cred.password,
+                                   connection_timeout=10)
+    try:
+        cur = conn.cursor()
+        for _ in range(1500):
+            cur.execute("SELECT 1")
+            cur.fetchall()
+    finally:
+        conn.close()
+    matched, dropped = inner.counters()
+    checked = verify_loss("lab", fault.level.value, matched, dropped, mechanism="nft", min_packets=1000)
+    return replace(evidence, measured=checked.measured, verified=True)
