@@ -1,0 +1,107 @@
+"""A tiny PD stand-in: recorded PD v8.5 answers over real HTTP on 127.0.0.1.
+
+PD cannot run here (no registry ships it), so the PD client is tested
+against this server. It answers from ``selftests/data/pd/*.json``, can move
+the leader (as a PD election would between ``tiup cluster display`` and the
+run), can answer with an HTTP error, and counts requests per path.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+DATA = Path(__file__).parent / "data" / "pd"
+
+
+class FakePD:
+    def __init__(self) -> None:
+        self.members: dict[str, Any] = json.loads((DATA / "members.json").read_text())
+        self.pending: dict[str, Any] = json.loads((DATA / "pending_peer_none.json").read_text())
+        self.error: tuple[int, str] | None = None
+        self.hits: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- control --
+    def set_leader(self, name: str) -> None:
+        """Make member ``name`` the leader (what a PD election does)."""
+        with self._lock:
+            for m in self.members["members"]:
+                if m["name"] == name:
+                    self.members["leader"] = copy.deepcopy(m)
+                    self.members["etcd_leader"] = copy.deepcopy(m)
+                    return
+        raise KeyError(name)
+
+    def set_pending(self, recorded: str) -> None:
+        with self._lock:
+            self.pending = json.loads((DATA / recorded).read_text())
+
+    def fail(self, status: int, body: str) -> None:
+        with self._lock:
+            self.error = (status, body)
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        port = self._server.server_address[1]
+        return f"http://127.0.0.1:{port}"
+
+    # -- serving --
+    def answer(self, path: str) -> tuple[int, Any]:
+        with self._lock:
+            self.hits[path] = self.hits.get(path, 0) + 1
+            if self.error is not None:
+                return self.error
+            if path == "/pd/api/v1/members":
+                return 200, copy.deepcopy(self.members)
+            if path == "/pd/api/v1/leader":
+                return 200, copy.deepcopy(self.members["leader"])
+            if path == "/pd/api/v1/regions/check/pending-peer":
+                return 200, copy.deepcopy(self.pending)
+        return 404, "404 page not found"
+
+    def start(self) -> FakePD:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                status, body = fake.answer(self.path.split("?", 1)[0])
+                data = (json.dumps(body, indent=2) if status == 200 else json.dumps(body)).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json; charset=UTF-8")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return None
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        server = self._server
+        self._thread = threading.Thread(target=lambda: server.serve_forever(poll_interval=0.05), name="fake-pd",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> FakePD:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

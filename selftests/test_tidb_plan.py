@@ -1,0 +1,240 @@
+"""Fault planning on seed 000's cluster: shared hosts, peers, never SSH, dry run, preflight."""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+from pathlib import Path
+
+import pytest
+
+from wanbench.errors import ConfigError, InfrastructureError
+from wanbench.executors import Executor, LocalExecutor
+from wanbench.executors.ssh import SSHExecutor
+from wanbench.faults.base import FAMILY_KIND, Level
+from wanbench.profiles.plan import (
+    CLIENT,
+    HostPlan,
+    matches_by_interface,
+    plan_fault,
+    preflight,
+    render_dry_run,
+    tc_peers,
+    tc_renderer,
+)
+from wanbench.profiles.tidb import cluster_settings, load_cluster, with_pd_leader
+from wanbench.topology import Scenario, load_catalog
+
+DATA = Path(__file__).parent / "data"
+RTT200 = Level.parse("delay", "200ms")
+
+
+@pytest.fixture(scope="module")
+def topo():
+    return load_cluster(DATA / "tiup_display_seed000.txt")
+
+
+@pytest.fixture(scope="module")
+def catalog():
+    return load_catalog("tidb")
+
+
+def _ports(hp: HostPlan) -> tuple[set[int], set[int]]:
+    return {m.src_port for m in hp.matches if m.src_port}, {m.dst_port for m in hp.matches if m.dst_port}
+
+
+def test_tidb_fault_stays_on_tidb_ports_on_shared_hosts(topo, catalog) -> None:
+    plan = plan_fault(catalog["tidb"], topo, RTT200)
+    assert [h.host for h in plan.hosts] == sorted(c.host for c in topo.by_role("tidb"))
+    hp = plan.host("10.160.152.21")
+    assert hp.faulted == ("tidb-10.160.152.21:4000",)
+    assert hp.ports == (4000, 10080)
+    assert set(hp.shares_host_with) == {"pd-10.160.152.21:2379", "tiproxy-10.160.152.21:6000"}
+    src, dst = _ports(hp)
+    assert src <= {4000, 10080}, "only TiDB's own listening ports as source ports"
+    assert dst == {2379, 20160}, "TiDB calls PD (TSO) and TiKV; nothing else"
+    # PD's own flows on this host are never matched: not its ports as source, not its peer port 2380
+    assert not src & {2379, 2380, 6000, 6001}
+    assert 2380 not in dst
+    # every rule points at a remote peer of the scenario (or any client), never at a local one
+    peer_hosts = {c.host for r in ("tiproxy", "pd", "tikv") for c in topo.by_role(r)} - {"10.160.152.21"}
+    assert {m.dst for m in hp.matches} <= peer_hosts | {None}
+    assert set(hp.local_peers) == {"pd-10.160.152.21:2379", "tiproxy-10.160.152.21:6000"}
+    # TiProxy on the same host also calls PD :2379: the plan says so instead of hiding it
+    assert any(c.startswith("tiproxy-10.160.152.21:6000 also calls pd :2379") for c in hp.collateral)
+    assert not any(c.startswith("pd-") for c in hp.collateral)
+    assert plan.shared_hosts()["10.160.152.21"] == list(hp.shares_host_with)
+
+
+def test_tikv_write_targets_both_tikv_towards_cluster_peers(topo, catalog) -> None:
+    plan = plan_fault(catalog["tikv_write"], topo, Level.parse("rate", "10mbit"))
+    assert [h.host for h in plan.hosts] == ["10.160.152.24", "172.24.40.20"]
+    hp = plan.host("172.24.40.20")
+    assert set(hp.shares_host_with) == {"grafana-172.24.40.20:3000", "prometheus-172.24.40.20:9090"}
+    src, dst = _ports(hp)
+    assert src == {20160}
+    assert dst == {2379, 20160}
+    expected_peers = {c.host for r in ("tidb", "pd") for c in topo.by_role(r)} | {"10.160.152.24"}
+    assert set(hp.peers) == expected_peers
+    assert not hp.collateral, "nothing else on a TiKV host calls PD or TiKV"
+    assert any("both ends" in n for n in plan.notes)
+
+
+def test_pd_leader_follows_the_live_leader(topo, catalog) -> None:
+    assert [h.host for h in plan_fault(catalog["pd_leader"], topo, RTT200).hosts] == ["10.160.152.23"]
+    moved = with_pd_leader(topo, "172.24.40.17:2379")
+    plan = plan_fault(catalog["pd_leader"], moved, RTT200)
+    assert [h.host for h in plan.hosts] == ["172.24.40.17"]
+    hp = plan.hosts[0]
+    src, dst = _ports(hp)
+    assert src == {2379, 2380}, "PD answers clients on 2379 and etcd peers on 2380"
+    assert dst == {2380}, "PD calls only its etcd peers"
+
+
+def test_pd_follower_spares_the_leader(topo, catalog) -> None:
+    plan = plan_fault(catalog["pd_follower"], topo, RTT200)
+    assert len(plan.hosts) == 5
+    assert "10.160.152.23" not in {h.host for h in plan.hosts}
+
+
+def test_client_rules_follow_the_load_host(topo, catalog) -> None:
+    anywhere = plan_fault(catalog["tiproxy"], topo, RTT200)
+    hp = anywhere.host("10.160.152.22")
+    client = [m for m in hp.matches if CLIENT in m.peers]
+    assert [(m.dst, m.src_port) for m in client] == [(None, 6000)]
+    assert "any address" in client[0].why
+    scoped = plan_fault(catalog["tiproxy"], topo, RTT200, load_host="10.160.152.30")
+    client = [m for m in scoped.host("10.160.152.22").matches if CLIENT in m.peers]
+    assert [(m.dst, m.src_port) for m in client] == [("10.160.152.30", 6000)]
+    # TiProxy's fault reaches TiDB but not PD (its PD watch would share TiDB's TSO rule)
+    assert {m.dst_port for m in scoped.host("10.160.152.22").matches if m.dst_port} == {4000, 10080}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILY_KIND))
+def test_no_rule_ever_matches_ssh(topo, catalog, family: str) -> None:
+    level = Level.parse(FAMILY_KIND[family], {"rtt": "50ms", "bandwidth": "5mbit", "loss": "1%"}[family])
+    for scenario in catalog.values():
+        for hp in plan_fault(scenario, topo, level).hosts:
+            assert hp.ssh_port == 22
+            assert all(22 not in (m.src_port, m.dst_port) for m in hp.matches), (scenario.name, hp.host)
+
+
+def test_plan_refuses_a_rule_on_the_ssh_port(topo, catalog) -> None:
+    settings = dataclasses.replace(cluster_settings(topo), ssh_ports={"10.160.152.24": 20160})
+    odd = dataclasses.replace(topo, settings=settings.to_json())
+    with pytest.raises(ConfigError, match="SSH port"):
+        plan_fault(catalog["tikv_write"], odd, RTT200)
+
+
+def test_target_that_selects_nothing(topo) -> None:
+    with pytest.raises(ConfigError, match="selects no component"):
+        plan_fault(Scenario(name="flash", target="tiflash", workload="read_probe"), topo, RTT200)
+    with pytest.raises(ConfigError, match="selects no component"):  # monitoring is never a target
+        plan_fault(Scenario(name="graf", target="grafana", workload="read_probe"), topo, RTT200)
+
+
+def test_dry_run_lists_every_host_and_command(topo, catalog) -> None:
+    plan = plan_fault(catalog["tikv_write"], topo, RTT200)
+    seen: list[str] = []
+
+    def renderer(hp: HostPlan, level: Level) -> list[str]:
+        seen.append(hp.host)
+        return ["tc -batch -", f"echo {level.label} on {len(hp.matches)} filters"]
+
+    text = render_dry_run(plan, commands=renderer, ssh_user="tidb")
+    assert seen == ["10.160.152.24", "172.24.40.20"]
+    assert "nothing below has been run" in text
+    for hp in plan.hosts:
+        assert f"== {hp.host} (ssh tidb@{hp.host} port 22" in text
+        for ip in hp.peer_ips:
+            assert f"ip -o route get {ip}" in text
+    assert text.count("tc -batch -") == 2
+    assert "# shares the host with: grafana-172.24.40.20:3000, prometheus-172.24.40.20:9090" in text
+    plain = render_dry_run(plan)
+    assert "dst 10.160.152.21 sport 20160" in plain
+    assert "replies from :20160 to tidb" in plain
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_preflight_refuses_before_any_fault(topo, tmp_path: Path) -> None:
+    """One host answers, one refuses the SSH connection, one has no executor: all are named."""
+    hosts = ["10.160.152.21", "10.160.152.24", "172.24.40.20"]
+    unreachable = SSHExecutor("127.0.0.1", port=_closed_port(), user="nobody", known_hosts=tmp_path / "kh",
+                              ssh_config=tmp_path / "none", connect_timeout=2)
+    executors: dict[str, Executor] = {"10.160.152.21": LocalExecutor("10.160.152.21"), "10.160.152.24": unreachable}
+    with pytest.raises(InfrastructureError) as info:
+        preflight(topo, executors, hosts=hosts, timeout=5)
+    msg = str(info.value)
+    assert "preflight failed on 2 of 3 host(s)" in msg
+    assert "no fault was applied" in msg
+    assert "10.160.152.24: unreachable" in msg
+    assert "cannot connect over SSH" in msg
+    assert "172.24.40.20: no executor" in msg
+    assert "10.160.152.21:" not in msg
+    report = preflight(topo, {"10.160.152.21": LocalExecutor("10.160.152.21")}, hosts=["10.160.152.21"])
+    assert report.ok
+    assert report.results[0].detail.startswith("ssh ok")
+
+
+def test_tc_dry_run_is_the_tc_mechanisms_batch(topo, catalog) -> None:
+    plan = plan_fault(catalog["tidb"], topo, Level.parse("rate", "5mbit"))
+    text = render_dry_run(plan, commands=tc_renderer())
+    section = text.split("== 10.160.152.21 ")[1].split("\n== ")[0]
+    batch = section.split("tc -batch - <<'EOF'\n")[1].split("\nEOF")[0].splitlines()
+    assert batch[0] == "qdisc add dev DEV root handle 1a57: htb default 1"
+    assert any("prio 1" in ln and "match ip sport 22 " in ln for ln in batch), "SSH is sent to the unshaped class"
+    shaping = [ln for ln in batch if ln.startswith("filter") and "prio 2" in ln]
+    assert len(shaping) == len(plan.host("10.160.152.21").matches)
+    for port in (2379, 2380, 6000, 6001):  # PD's and TiProxy's own ports on this shared host
+        assert not any(f"sport {port} " in ln for ln in shaping), port
+    assert not any("dport 2380 " in ln for ln in shaping)
+    assert "match ip dst" not in shaping[-1], "the any-address client filter comes after the specific ones"
+    assert "rate 5mbit ceil 5mbit" in section
+
+
+def test_tc_mechanisms_group_filters_by_interface(topo, catalog) -> None:
+    plan = plan_fault(catalog["tikv_write"], topo, RTT200)
+    hp = plan.host("172.24.40.20")
+    ifaces = {ip: ("bond0" if ip.startswith("10.") else "eth1") for ip in hp.peer_ips}
+    groups = matches_by_interface(hp, ifaces)
+    assert set(groups) == {"bond0", "eth1"}
+    assert {m.dst for m in groups["bond0"]} == {ip for ip in hp.peer_ips if ip.startswith("10.")}
+    peers = tc_peers(groups["eth1"])
+    assert all(p.direction in ("sport", "dport") for p in peers)
+    assert [len(p.directions()) for p in peers] == [1] * len(peers), "one direction per planned filter"
+
+
+def test_tidb_cluster_dry_run_contacts_nobody(topo, catalog) -> None:
+    from wanbench.profiles.cluster import DryRun, TidbCluster
+
+    cluster = TidbCluster(topo, tag="dry", dry_run=True)
+    assert cluster.sweep() == []
+    fault = cluster.fault_for(catalog["tikv_write"], Level.parse("rate", "10mbit"))
+    assert fault.component == "tikv-10.160.152.24:20160,tikv-172.24.40.20:20160"
+    with pytest.raises(DryRun) as info:
+        cluster.apply(fault, expected_duration_s=60)
+    assert info.value.text.count("tc -batch - <<'EOF'") == 2
+    with pytest.raises(InfrastructureError, match="dry run"):
+        _ = cluster.executors
+    ctx = cluster.run_context()
+    assert ctx["dry_run"] is True
+    assert len(ctx["endpoints"]["proxy"]) == 6
+    with pytest.raises(DryRun):
+        cluster.sql_targets("direct")
+    cluster.close()
+
+
+def test_tidb_cluster_sql_targets_round_robin_list(topo) -> None:
+    from wanbench.profiles.cluster import TidbCluster
+
+    cluster = TidbCluster(topo, tag="t")
+    targets = cluster.sql_targets("proxy")
+    assert [t.address for t in targets] == [f"{c.host}:6000" for c in topo.by_role("tiproxy")]
+    assert targets[0].credentials.user == "root"
+    assert "***" in repr(targets[0].credentials)
+    assert [t.port for t in cluster.sql_targets("direct")] == [4000] * 6

@@ -1,0 +1,294 @@
+"""``TidbCluster``: the ``Cluster`` of a real tiup-deployed TiDB cluster.
+
+Faults are the tc mechanism over SSH on the hosts the plan names, scoped to
+the target's own flows (``wanbench.profiles.plan``). Before the first fault
+every host is checked (``preflight``); the PD leader is asked live before
+each fault; a bandwidth fault samples PD's pending-peer regions until it is
+cleared. With ``dry_run`` nothing connects anywhere: ``apply`` raises
+``DryRun`` carrying the rendered commands.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from wanbench.cluster import SqlTarget, client_facts
+from wanbench.errors import FaultError, FaultVerificationError, InfrastructureError, WanbenchError
+from wanbench.executors.base import Executor
+from wanbench.faults.base import Evidence, Fault, FaultKind, Mechanism
+from wanbench.faults.deadman import RunInfo
+from wanbench.lab import Credentials
+from wanbench.profiles.pd import LeaderDiscovery, PDClient, PendingPeerSampler, discover_leader
+from wanbench.profiles.plan import (
+    FaultPlan,
+    PreflightReport,
+    installed_filters,
+    matches_by_interface,
+    plan_fault,
+    planned_filters,
+    preflight,
+    render_dry_run,
+    resolve_interfaces,
+    ssh_executors,
+    tc_mechanisms,
+    tc_renderer,
+)
+from wanbench.profiles.tidb import cluster_settings, pd_client_urls, sql_endpoints
+from wanbench.profiles.tidb_facts import SQLTarget, collect_facts
+from wanbench.topology import Scenario, Topology
+
+
+class DryRun(WanbenchError):
+    """Raised instead of applying a fault under ``--dry-run``; ``text`` is every command per host."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        super().__init__("dry run: no fault applied, no workload run")
+
+
+@dataclasses.dataclass
+class _Active:
+    plan: FaultPlan
+    mechanisms: list[Any]
+    discovery: LeaderDiscovery | None
+    sampler: PendingPeerSampler | None = None
+
+
+class TidbCluster:
+    profile = "tidb"
+
+    def __init__(
+        self,
+        topology: Topology,
+        *,
+        tag: str,
+        dry_run: bool = False,
+        pd_url: str | list[str] | None = None,
+        load_host: str | None = None,
+        grace_s: float = 60.0,
+        executors: Mapping[str, Executor] | None = None,
+        pending_interval_s: float = 5.0,
+        state_dir_for: Callable[[str], str] | None = None,
+    ) -> None:
+        self.topology = topology
+        self.tag = tag
+        self.dry_run = dry_run
+        self.pd_url = pd_url
+        self.settings = cluster_settings(topology)
+        self.load_host = load_host or self.settings.load_host
+        self.grace_s = grace_s
+        self.pending_interval_s = pending_interval_s
+        self.state_dir_for = state_dir_for  # per-host dead-man directory (namespace test hosts share /run)
+        self.run = RunInfo.current()
+        self._executors: dict[str, Executor] | None = dict(executors) if executors is not None else None
+        self._preflight: PreflightReport | None = None
+        self._plans: dict[Fault, tuple[FaultPlan, LeaderDiscovery | None]] = {}
+        self._active: dict[Fault, _Active] = {}
+        self.last_discovery: LeaderDiscovery | None = None
+
+    @classmethod
+    def from_config(cls, config: Any, topology: Topology | None, *, tag: str) -> TidbCluster:
+        if topology is None:
+            raise WanbenchError("the tidb profile needs --cluster")
+
+        def opt(name: str, default: Any = None) -> Any:
+            try:
+                return config.getoption(name)
+            except ValueError:
+                return default
+
+        return cls(topology, tag=tag, dry_run=bool(opt("dry_run", False)), pd_url=opt("pd_url"),
+                   load_host=opt("load_host"), grace_s=float(opt("fault_grace", 60.0) or 60.0))
+
+    # -- hosts -----------------------------------------------------------------------------------------
+    @property
+    def executors(self) -> dict[str, Executor]:
+        if self.dry_run:
+            raise InfrastructureError("dry run: no host is contacted")
+        if self._executors is None:
+            self._executors = ssh_executors(self.topology)
+        return self._executors
+
+    def preflight(self) -> PreflightReport:
+        """Once per session, before anything else touches a host."""
+        if self._preflight is None:
+            self._preflight = preflight(self.topology, self.executors)
+        return self._preflight
+
+    # -- connections ----------------------------------------------------------------------------------
+    def sql_targets(self, path: str) -> list[SqlTarget]:
+        """Every endpoint of ``path`` (round robin is the workload's job); none under dry run."""
+        if self.dry_run:
+            raise DryRun("no workload runs under --dry-run")
+        creds = Credentials(self.settings.sql_user, self.settings.password())
+        return [SqlTarget(h, p, creds, self.settings.database) for h, p in sql_endpoints(self.topology, path)]
+
+    # -- faults -----------------------------------------------------------------------------------------
+    def _live_topology(self) -> tuple[Topology, LeaderDiscovery | None]:
+        if self.dry_run or not self.topology.by_role("pd"):
+            return self.topology, None
+        found = discover_leader(self.topology, pd_url=self.pd_url)
+        self.last_discovery = found
+        return found.topology, found
+
+    def fault_for(self, scenario: Scenario, level: Any) -> Fault:
+        live, found = self._live_topology()
+        plan = plan_fault(scenario, live, level, load_host=self.load_host)
+        component = ",".join(name for hp in plan.hosts for name in hp.faulted)
+        peers = tuple(sorted({p for hp in plan.hosts for m in hp.matches for p in m.peers}))
+        fault = Fault(component, level, peers)
+        self._plans[fault] = (plan, found)
+        return fault
+
+    def dry_run_text(self, fault: Fault) -> str:
+        plan, _ = self._plans[fault]
+        return render_dry_run(plan, commands=tc_renderer(), ssh_user=self.settings.ssh_user)
+
+    def mechanism(self, kind: FaultKind) -> Mechanism:
+        raise NotImplementedError("the tidb profile builds one tc mechanism per host and interface: use apply()")
+
+    def apply(self, fault: Fault, *, expected_duration_s: float) -> Evidence:
+        plan, found = self._plans[fault]
+        if self.dry_run:
+            raise DryRun(self.dry_run_text(fault))
+        self.preflight()
+        interfaces = resolve_interfaces(plan, self.executors)
+        mechs = tc_mechanisms(plan, self.executors, interfaces, run=self.run, state_dir_for=self.state_dir_for)
+        active = _Active(plan, [], found)
+        self._active[fault] = active
+        try:
+            applied = []
+            for mech in mechs:
+                active.mechanisms.append(mech)
+                applied.append(mech.apply(fault, deadline_s=expected_duration_s + self.grace_s))
+            checks = self._verify(plan, interfaces, present=True)
+            if fault.level.kind is FaultKind.RATE:
+                active.sampler = PendingPeerSampler(
+                    PDClient(pd_client_urls(self.topology, self.pd_url)), interval=self.pending_interval_s)
+                active.sampler.start()
+        except BaseException:
+            self._clear_mechs(fault, active)
+            raise
+        return Evidence(
+            mechanism="tc",
+            applied=tuple(f"[{m.ex.host} {m.interface}] {line}" for m, ev in zip(mechs, applied, strict=True)
+                          for line in ev.applied),
+            measured={"plan": plan.to_json(), "filters": checks,
+                      "pd_leader": found.to_json() if found else None},
+            verified=True,
+            notes=self._notes(plan, found),
+        )
+
+    def _notes(self, plan: FaultPlan, found: LeaderDiscovery | None) -> tuple[str, ...]:
+        notes = list(plan.notes)
+        for hp in plan.hosts:
+            if hp.shares_host_with:
+                notes.append(f"{hp.host}: {', '.join(hp.faulted)} shared the host with "
+                             f"{', '.join(hp.shares_host_with)} (not faulted)")
+            notes.extend(f"{hp.host}: {c}" for c in hp.collateral)
+        if found is not None and found.moved:
+            notes.append(f"PD leader moved since the topology file: {found.previous} -> {found.leader.address}")
+        return tuple(notes)
+
+    def _verify(self, plan: FaultPlan, interfaces: Mapping[str, Mapping[str, str]], *, present: bool
+                ) -> dict[str, Any]:
+        """Read the rules back with ``tc`` on every host and compare with the plan."""
+        out: dict[str, Any] = {}
+        for hp in plan.hosts:
+            for dev, matches in matches_by_interface(hp, interfaces[hp.host]).items():
+                root, shaped, bypass = installed_filters(self.executors[hp.host], dev)
+                want = planned_filters(matches) if present else set()
+                ok = shaped == want and (not present or hp.ssh_port in bypass)
+                out[f"{hp.host} {dev}"] = {"root": root, "filters": len(shaped), "expected": len(want), "ok": ok}
+                if not ok:
+                    extra = sorted(map(str, shaped - want))[:5]
+                    missing = sorted(map(str, want - shaped))[:5]
+                    state = "in place" if present else "gone"
+                    raise FaultVerificationError(
+                        hp.host, f"tc rules on {dev} are not as planned ({state} expected): "
+                                 f"extra {extra}, missing {missing}, SSH bypass {sorted(bypass)}")
+        return out
+
+    def clear(self, fault: Fault, evidence: Evidence) -> Evidence:
+        active = self._active.get(fault)
+        if active is None:
+            return evidence
+        summary = self._clear_mechs(fault, active)
+        interfaces = resolve_interfaces(active.plan, self.executors)
+        self._verify(active.plan, interfaces, present=False)
+        measured = dict(evidence.measured)
+        if summary is not None:
+            measured["pending_peers"] = summary
+        return dataclasses.replace(evidence, measured=measured, notes=(*evidence.notes, "cleared and verified absent"))
+
+    def _clear_mechs(self, fault: Fault, active: _Active) -> dict[str, Any] | None:
+        summary = None
+        if active.sampler is not None:
+            active.sampler.stop()
+            summary = active.sampler.summary()
+        errors = []
+        for mech in active.mechanisms:
+            try:
+                mech.clear(fault)
+            except WanbenchError as exc:  # keep clearing the other hosts
+                errors.append(str(exc))
+        self._active.pop(fault, None)
+        if errors:
+            raise FaultError("tidb", "could not clear every host: " + " | ".join(errors))
+        return summary
+
+    def sweep(self) -> list[str]:
+        """Remove wanbench qdiscs and dead-man state that dead runs left on any host of the cluster."""
+        if self.dry_run:
+            return []
+        from wanbench.faults.tc import PeerMatch, TcMechanism
+
+        self.preflight()
+        removed: list[str] = []
+        for host, ex in self.executors.items():
+            extra: dict[str, Any] = {"state_dir": self.state_dir_for(host)} if self.state_dir_for else {}
+            mech = TcMechanism(ex, "lo", [PeerMatch(port=9)], run=self.run,
+                               ssh_ports=(self.settings.ssh_port_of(host),), **extra)
+            removed += mech.sweep()
+        return removed
+
+    # -- fingerprint -------------------------------------------------------------------------------------
+    def run_context(self) -> dict[str, Any]:
+        ctx: dict[str, Any] = {
+            "profile": self.profile,
+            "cluster": self.topology.name,
+            "topology_version": self.topology.version,
+            "topology_shape": self.topology.shape(),
+            "client": client_facts(),
+            "mechanisms": {"delay": "tc netem", "rate": "tc htb", "loss": "tc netem"},
+            "endpoints": {p: [f"{h}:{port}" for h, port in sql_endpoints(self.topology, p)]
+                          for p in ("proxy", "direct")},
+            "dry_run": self.dry_run,
+        }
+        if self.dry_run:
+            return ctx
+        self.preflight()
+        _, found = self._live_topology()
+        ctx["pd_leader"] = found.to_json() if found else None
+        h, p = sql_endpoints(self.topology, "direct")[0]
+        facts = collect_facts(SQLTarget(h, p, self.settings.sql_user, self.settings.password(),
+                                        self.settings.connect_timeout))
+        fp = facts.fingerprint(self.topology)
+        ctx["versions"] = fp["versions"]
+        ctx["fingerprint"] = fp
+        return ctx
+
+    def close(self) -> None:
+        for fault, active in list(self._active.items()):
+            try:
+                self._clear_mechs(fault, active)
+            except WanbenchError:
+                pass  # the hosts' dead-man timers remove what could not be cleared
+        if self._executors is not None:
+            for ex in self._executors.values():
+                ex.close()
+
+
+__all__ = ["DryRun", "TidbCluster"]
