@@ -5,4 +5,5 @@ pytest_plugins = [
     "fixtures.faults",
     "fixtures.workloads",
     "fixtures.reporting",
+    "fixtures.tpcc",
 ]
