@@ -8,7 +8,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -39,7 +38,8 @@ def test_lab_up_status_down_by_hand(tmp_path: Path) -> None:
     try:
         status = cli("lab", "status", "--dir", str(run_dir), "--port-base", "23410")
         data = json.loads(status.stdout)
-        assert status.returncode == 0 and data["up"] is True
+        assert status.returncode == 0
+        assert data["up"] is True
         assert set(data["components"]) == {"toxiproxy", "primary", "replica", "haproxy"}
         assert data["health"]["Rpl_semi_sync_master_clients"] == 1
         assert data["endpoints"] == {"proxy": "127.0.0.1:23411", "direct": "127.0.0.1:23415"}
@@ -47,7 +47,8 @@ def test_lab_up_status_down_by_hand(tmp_path: Path) -> None:
         password = Lab(run_dir, 23410).credentials.password
         assert password not in up.stdout + status.stdout
         pids = recorded_pids(run_dir)
-        assert len(pids) == 4 and all(pid_alive(p) for p in pids)
+        assert len(pids) == 4
+        assert all(pid_alive(p) for p in pids)
         again = cli("lab", "up", "--dir", str(run_dir), "--port-base", "23410")
         assert json.loads(again.stdout)["started"] is False, "a second `lab up` must reuse the running lab"
     finally:
@@ -56,7 +57,8 @@ def test_lab_up_status_down_by_hand(tmp_path: Path) -> None:
     assert not any(pid_alive(p) for p in pids)
     assert not run_dir.exists()
     after = cli("lab", "status", "--dir", str(run_dir), "--port-base", "23410")
-    assert after.returncode == 3 and json.loads(after.stdout)["up"] is False
+    assert after.returncode == 3
+    assert json.loads(after.stdout)["up"] is False
 
 
 def test_ports_in_use_are_named(tmp_path: Path) -> None:
@@ -123,7 +125,8 @@ def test_kill_9_of_the_runner_then_lab_down_leaves_nothing(tmp_path: Path) -> No
             proc.communicate(timeout=30)
         down = cli("lab", "down", "--dir", str(run_dir), "--port-base", str(base))
     assert down.returncode == 0, down.stderr
-    assert "stopped primary" in down.stdout and "stopped replica" in down.stdout
+    assert "stopped primary" in down.stdout
+    assert "stopped replica" in down.stdout
     wait_for(lambda: not any(pid_alive(p) for p in pids), what="lab processes to end", timeout=30)
     assert not run_dir.exists()
 
@@ -160,7 +163,8 @@ def test_write_latency_follows_rtt_while_reads_do_not(tmp_path: Path) -> None:
     rise = w50["latency_ms"]["p50"] - w0["latency_ms"]["p50"]
     assert 42.5 <= rise <= 57.5, f"write p50 rose by {rise:.1f} ms, expected 50 ms +-15%"
     assert abs(r50["latency_ms"]["p50"] - r0["latency_ms"]["p50"]) <= 2.0
-    assert w50["fault"]["mechanism"] == "toxiproxy" and w50["fault"]["evidence"]["verified"] is True
+    assert w50["fault"]["mechanism"] == "toxiproxy"
+    assert w50["fault"]["evidence"]["verified"] is True
     assert r0["fault"]["mechanism"] == "none"
     assert "wanbench rtt: QPS per level and drop against level 0" in res.stdout
     assert not (tmp_path / "lab").exists(), "the session must stop the lab it started"

@@ -8,10 +8,8 @@ from __future__ import annotations
 import json
 import os
 import platform
-
 import sys
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol

@@ -68,3 +68,22 @@ class FaultVerificationError(FaultError):
 
 class WaitTimeout(InfrastructureError):
     """A bounded poll ran out of time; the message says what was last seen."""
+
+
+class HostUnreachableError(InfrastructureError):
+    """An SSH connection to a host could not be made (refused, timed out, no route)."""
+
+    def __init__(self, host: str, port: int, reason: str) -> None:
+        self.host = host
+        self.port = port
+        self.reason = reason
+        super().__init__(f"[{host}:{port}] cannot connect over SSH: {reason}")
+
+
+class HostKeyError(InfrastructureError):
+    """The host's SSH key is unknown or differs from known_hosts: nothing was run there."""
+
+    def __init__(self, host: str, port: int, message: str) -> None:
+        self.host = host
+        self.port = port
+        super().__init__(f"[{host}:{port}] {message}")

@@ -16,6 +16,7 @@ there, by PID and start time, so it also cleans up after a killed run.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import secrets
@@ -138,7 +139,9 @@ class Lab:
         try:
             return Credentials(SQL_USER, secret_file.read_text().strip())
         except FileNotFoundError:
-            raise InfrastructureError(f"the lab in {self.run_dir} is not set up (no credentials): run `python -m wanbench lab up`") from None
+            raise InfrastructureError(
+                f"the lab in {self.run_dir} is not set up (no credentials): run `python -m wanbench lab up`"
+            ) from None
 
     def endpoint(self, path: str = "proxy") -> tuple[str, int]:
         """Where clients connect: through the proxy tier, or straight to the SQL tier."""
@@ -426,8 +429,8 @@ class Lab:
         # Clients through both paths really reach the primary.
         for path in ("proxy", "direct"):
             host, port = self.endpoint(path)
-            wait_for(lambda h=host, p=port: self._client_ok(h, p), what=f"SQL through the {path} path", timeout=20,
-                     transient=(mysql.connector.Error,))
+            wait_for(functools.partial(self._client_ok, host, port), what=f"SQL through the {path} path",
+                     timeout=20, transient=(mysql.connector.Error,))
 
     def _client_ok(self, host: str, port: int) -> bool:
         cred = self.credentials

@@ -40,7 +40,8 @@ class Latency:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Latency:
-        return cls(**{k: math.nan if data.get(k) is None else float(data[k]) for k in cls.__dataclass_fields__ if k in data})
+        fields = [k for k in cls.__dataclass_fields__ if k in data]
+        return cls(**{k: math.nan if data.get(k) is None else float(data[k]) for k in fields})
 
 
 @dataclass(frozen=True)
@@ -229,7 +230,9 @@ def write_json_atomic(path: str | os.PathLike[str], data: Any) -> None:
         raise
 
 
-def results_document(run: Mapping[str, Any], cells: Iterable[CellResult], tables: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def results_document(
+    run: Mapping[str, Any], cells: Iterable[CellResult], tables: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     doc: dict[str, Any] = {"schema": SCHEMA, "run": _jsonable(dict(run)), "results": [c.to_json() for c in cells]}
     if tables:
         doc["tables"] = _jsonable(dict(tables))

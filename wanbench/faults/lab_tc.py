@@ -18,7 +18,7 @@ import mysql.connector
 
 from wanbench.errors import FaultError, FaultVerificationError
 from wanbench.executors.local import LocalExecutor
-from wanbench.faults.base import Evidence, Fault, FaultKind, Mechanism
+from wanbench.faults.base import Evidence, Fault, FaultKind
 from wanbench.faults.deadman import RunInfo
 from wanbench.faults.nft import NftMechanism
 from wanbench.faults.tc import PeerMatch, TcMechanism
@@ -39,7 +39,7 @@ class LabLinkMechanism:
         self.run = RunInfo.current(f"lab{tag}")
         self.ex = LocalExecutor("localhost")
         self.name = "tc" if kind is FaultKind.RATE else "nft"
-        self._active: dict[Fault, Any] = {}
+        self._active: dict[Fault, TcMechanism | NftMechanism] = {}
 
     def supports(self, kind: FaultKind) -> bool:
         return kind is self.kind
@@ -53,7 +53,7 @@ class LabLinkMechanism:
             raise FaultError("lab", f"component {fault.component!r} has no links to fault")
         return ports
 
-    def inner(self, fault: Fault) -> Mechanism:
+    def inner(self, fault: Fault) -> TcMechanism | NftMechanism:
         if fault not in self._active:
             peers = [PeerMatch(port=p) for p in self.ports(fault)]
             if self.kind is FaultKind.RATE:
@@ -101,7 +101,8 @@ def _bulk_select(host: str, port: int, user: str, password: str, nbytes: int, ou
         try:
             cur = conn.cursor()
             cur.execute(f"SELECT REPEAT('x', {int(nbytes)})")
-            out.append(len(cur.fetchall()[0][0]))
+            rows: list[Any] = list(cur.fetchall())
+            out.append(len(str(rows[0][0])))
         finally:
             conn.close()
     except Exception as exc:  # noqa: BLE001 - reported by the caller
