@@ -6,4 +6,5 @@ pytest_plugins = [
     "fixtures.workloads",
     "fixtures.reporting",
     "fixtures.tpcc",
+    "fixtures.allure_report",
 ]

@@ -1,0 +1,545 @@
+"""Everything wanbench writes into the Allure results directory.
+
+Per test (``attach_cell``, called by the lead's ``record`` fixture): titles,
+labels and parameters; the HTML result table; CSV, evidence, verdict and
+SVG chart attachments; a "compare" step; and the cell's headline metrics as
+an Allure 3 ``<uuid>-perf.json`` file (the report's Metrics page, with trends
+across runs from Allure 3's history file).
+
+Per run (``write_run_context``, controller process only under xdist):
+``environment.properties``, ``executor.json`` (build name = the release under
+test) and ``categories.json``. ``attach_summary`` adds the seed-000 summary
+matrix and one chart per family as global attachments.
+
+``allurerc(...)`` builds the Allure 3 configuration ``scripts/report`` uses
+(history file, categories, report name = release), because Allure 3 reads
+categories from its configuration, not from ``categories.json``.
+
+Secrets never enter here: cells carry no credentials and every text written
+goes through ``redact`` against the secrets registered with ``add_secret``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import math
+import os
+import platform
+import socket
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import allure
+from allure_commons import plugin_manager
+from allure_commons._allure import StepContext
+from allure_commons.types import AttachmentType
+
+from wanbench.report import charts, tables
+from wanbench.results import CellResult, write_json_atomic
+
+#: Allure 2 ``categories.json`` / Allure 3 config ``categories`` (compatible
+#: form). The first matching category wins, so the specific ones come first.
+CATEGORIES: tuple[dict[str, Any], ...] = (
+    {
+        "name": "Fault could not be applied or verified",
+        "id": "fault-not-applied",
+        "description": "The network fault failed to install, verify or clear: the numbers would be meaningless.",
+        "matchedStatuses": ["broken", "failed"],
+        "traceRegex": r"[\s\S]*(FaultError|FaultVerificationError)[\s\S]*",
+    },
+    {
+        "name": "Infrastructure error",
+        "id": "infrastructure-error",
+        "description": "A server, tool, command or wait failed: not a measurement.",
+        "matchedStatuses": ["broken", "failed"],
+        "traceRegex": r"[\s\S]*(InfrastructureError|CommandError|WaitTimeout|MissingToolError)[\s\S]*",
+    },
+    {
+        "name": "Inconclusive: too noisy to judge",
+        "id": "inconclusive",
+        "description": "The cell's noise hides a change of the budget's size: add rounds or baseline runs.",
+        "matchedStatuses": ["skipped", "failed"],
+        "messageRegex": r"[\s\S]*(inconclusive|--gate-strict)[\s\S]*",
+    },
+    {
+        "name": "Performance regression",
+        "id": "performance-regression",
+        "description": "A cell measured worse than its baseline beyond the budget (and significantly).",
+        "matchedStatuses": ["failed"],
+        "messageRegex": r"[\s\S]*(below baseline|above baseline|below level 0|above level 0|[Rr]egression)[\s\S]*",
+    },
+    {
+        "name": "Incomparable with the baseline",
+        "id": "incomparable",
+        "description": "The environment fingerprint differs from the baseline's (versions, hardware, parameters).",
+        "matchedStatuses": ["skipped"],
+        "messageRegex": r"[\s\S]*incomparable[\s\S]*",
+    },
+    {
+        "name": "No baseline",
+        "id": "no-baseline",
+        "description": "Measured and recorded, but there is no accepted baseline to compare with yet.",
+        "matchedStatuses": ["skipped"],
+        "messageRegex": r"[\s\S]*[Nn]o[- ]baseline[\s\S]*",
+    },
+)
+
+#: metric -> (title, unit, better)
+PERF_METRICS: Mapping[str, tuple[str, str, str]] = {
+    "qps": ("QPS", "qps", "higher"),
+    "tps": ("TPS", "tps", "higher"),
+    "tpmc": ("tpmC", "tpmC", "higher"),
+    "latency_ms.p95": ("p95 latency", "ms", "lower"),
+    "latency_ms.p99": ("p99 latency", "ms", "lower"),
+    "error_rate": ("error rate", "%", "lower"),
+}
+
+
+@dataclass
+class _Session:
+    """What this process knows about the run (one per pytest process)."""
+
+    results_dir: Path | None = None
+    cells: list[CellResult] = field(default_factory=list)
+    baselines: dict[tuple[str, str, str, int], Mapping[str, Any]] = field(default_factory=dict)
+    environment: dict[str, str] = field(default_factory=dict)
+    secrets: set[str] = field(default_factory=set)
+    #: cells attached in the running test, with their baseline and whether they had a verdict then
+    pending: list[tuple[CellResult, Mapping[str, Any] | None, bool]] = field(default_factory=list)
+    scenario_cells: dict[int, list[CellResult]] = field(default_factory=dict)
+
+
+_session = _Session()
+
+
+def configure(results_dir: str | os.PathLike[str] | None) -> None:
+    """Start a session: called by fixtures/allure_report.py at pytest_configure
+    (in every process: xdist workers write their cells' metrics themselves)."""
+    global _session
+    _session = _Session(results_dir=Path(results_dir) if results_dir else None)
+
+
+def recorded_cells() -> list[CellResult]:
+    return list(_session.cells)
+
+
+def note_environment(**values: Any) -> None:
+    """Add run-context facts for environment.properties (e.g. the lead's cluster
+    fixture: ``note_environment(profile="lab", versions="mariadb 10.11.6")``)."""
+    for k, v in values.items():
+        if v is not None and v != "":
+            _session.environment[k] = v if isinstance(v, str) else json.dumps(v, sort_keys=True)
+
+
+def note_run_context(ctx: Mapping[str, Any]) -> None:
+    """Record the lead's ``run_context`` (profile, versions, topology shape,
+    client, mechanisms, endpoints, params) for environment.properties."""
+
+    def pairs(m: Any, sep: str = "=") -> str:
+        if not isinstance(m, Mapping):
+            return "" if m is None else str(m)
+        return ", ".join(f"{k}{sep}{v}" for k, v in m.items() if v not in (None, "", {}, []))
+
+    client = ctx.get("client") if isinstance(ctx.get("client"), Mapping) else {}
+    note_environment(
+        profile=ctx.get("profile"),
+        cluster=ctx.get("cluster"),
+        server_versions=pairs(ctx.get("versions"), " "),
+        topology=pairs(ctx.get("topology_shape")),
+        fault_mechanisms=pairs(ctx.get("mechanisms")),
+        endpoints=pairs(ctx.get("endpoints")),
+        params=pairs(ctx.get("params")),
+        release=ctx.get("release"),
+        client_cpu=f"{client.get('cpu_model', '')} x{client.get('cores', '?')}".strip() if client else None,
+    )
+
+
+def add_secret(secret: str | None) -> None:
+    """Register a value (password, DSN) that must never be written."""
+    if secret and len(secret) >= 3:
+        _session.secrets.add(secret)
+
+
+def redact(text: str) -> str:
+    for s in _session.secrets:
+        text = text.replace(s, "***")
+    return text
+
+
+def allure_active() -> bool:
+    """True when allure-pytest listens (``--alluredir`` given)."""
+    return bool(plugin_manager.hook.attach_data.get_hookimpls())
+
+
+# -- per test --------------------------------------------------------------------------------------
+
+
+def _level_label(cell: CellResult) -> str:
+    return str(cell.level.get("label", cell.level.get("value", "")))
+
+
+def _cell_key(cell: CellResult) -> tuple[str, str, str, int]:
+    return cell.family, cell.scenario, _level_label(cell), cell.concurrency
+
+
+def attach_cell(
+    cell: CellResult,
+    *,
+    same_scenario: Sequence[CellResult],
+    baseline: Mapping[str, Any] | None = None,
+) -> None:
+    """Describe one measured cell in the running test's Allure result.
+
+    ``same_scenario``: cells of the same family and scenario measured earlier
+    in this session (any level); ``baseline``: ``{"metrics": {metric: value},
+    "release": ..., "date": ...}`` or a flat metric mapping, or None.
+    """
+    _session.cells.append(cell)
+    _session.pending.append((cell, baseline, bool(cell.verdict)))
+    _remember_baseline(cell, baseline)
+    if _session.results_dir is not None:
+        write_metrics(_session.results_dir, cell)
+    if not allure_active():
+        return
+    lvl = _level_label(cell)
+    allure.dynamic.title(charts.cell_title(cell))
+    allure.dynamic.parent_suite(cell.family)
+    allure.dynamic.suite(cell.scenario)
+    allure.dynamic.sub_suite(lvl)
+    allure.dynamic.tag(cell.scenario, cell.workload.workload)
+    for name, value in (("scenario", cell.scenario), ("level", lvl), ("concurrency", cell.concurrency),
+                        ("workload", cell.workload.workload), ("path", cell.path or "-")):
+        allure.dynamic.parameter(name, value)
+    if cell.fault:
+        # Readable value for the indirect ``fault`` parameter; its history id
+        # still comes from pytest's own parameter value, so it stays stable.
+        target = cell.fault.get("component") or cell.scenario
+        allure.dynamic.parameter("fault", f"{target}:{cell.fault.get('label', lvl)}")
+    run_specific: tuple[tuple[str, Any], ...] = (
+        ("run id", cell.extra.get("run_id")), ("started", cell.started), ("finished", cell.finished),
+        ("endpoint", cell.extra.get("endpoint")), ("release", cell.extra.get("release")))
+    for name, value in run_specific:
+        if value:
+            allure.dynamic.parameter(name, redact(str(value)), excluded=True)
+    scenario_cells = _scenario_cells(cell, same_scenario)
+    _session.scenario_cells[id(cell)] = scenario_cells
+    qps_chart = _describe(cell, baseline, scenario_cells)
+    if cell.verdict:
+        _compare_step(cell, baseline)
+
+    _attach(tables.rounds_csv(cell), f"rounds {charts.cell_title(cell)}.csv", AttachmentType.CSV)
+    _attach(qps_chart, "QPS vs concurrency", AttachmentType.SVG)
+    _attach(charts.latency_vs_concurrency(scenario_cells, _baselines_of(cell)), "p95/p99 vs concurrency",
+            AttachmentType.SVG)
+    if cell.workload.series or cell.workload.rounds:
+        _attach(charts.latency_over_time(cell), "latency over time", AttachmentType.SVG)
+    for i, report in enumerate(cell.workload.reports, 1):
+        _attach(report, f"{cell.workload.workload} report, round {i}", AttachmentType.TEXT)
+    if cell.fault:
+        _attach(_dumps(cell.fault), "fault evidence", AttachmentType.JSON)
+    if cell.verdict:
+        _attach(_dumps(cell.verdict), "budget rule and verdict", AttachmentType.JSON)
+    if baseline:
+        _attach(_dumps(baseline), "baseline", AttachmentType.JSON)
+
+
+def finish_test() -> None:
+    """After the test body (called by the plugin at makereport): the gate
+    judges a cell after ``attach_cell``, so a verdict that appeared since is
+    added now: description with baseline and verdict, compare step, verdict
+    JSON."""
+    pending, _session.pending = _session.pending, []
+    scenario_cells = _session.scenario_cells
+    _session.scenario_cells = {}
+    if not allure_active():
+        return
+    for cell, baseline, had_verdict in pending:
+        if had_verdict or not cell.verdict:
+            if not cell.verdict:
+                _compare_step(cell, baseline)
+            continue
+        _remember_baseline(cell, baseline)
+        _describe(cell, baseline, scenario_cells.get(id(cell), [cell]))
+        _compare_step(cell, baseline)
+        _attach(_dumps(cell.verdict), "budget rule and verdict", AttachmentType.JSON)
+
+
+def _remember_baseline(cell: CellResult, baseline: Mapping[str, Any] | None) -> None:
+    """Keep this cell's baseline numbers for the charts of later cells."""
+    metrics = tables.baseline_metrics(baseline, cell.verdict)
+    if metrics:
+        _session.baselines[_cell_key(cell)] = {"metrics": metrics}
+
+
+def _baselines_of(cell: CellResult) -> dict[tuple[str, int], Mapping[str, Any]]:
+    return {(k[2], k[3]): v for k, v in _session.baselines.items() if k[:2] == (cell.family, cell.scenario)}
+
+
+def _describe(cell: CellResult, baseline: Mapping[str, Any] | None, scenario_cells: Sequence[CellResult]) -> str:
+    """Set the HTML description (table + QPS chart inline, so the overview shows
+    the numbers and the curve without a click); returns the chart."""
+    qps_chart = charts.qps_vs_concurrency(scenario_cells, _baselines_of(cell))
+    allure.dynamic.description_html(redact(tables.cell_html(cell, baseline) + "\n" + _inline_svg(qps_chart)))
+    return qps_chart
+
+
+def _inline_svg(svg: str) -> str:
+    data = base64.b64encode(svg.encode("utf-8")).decode("ascii")
+    return f'<p><img alt="chart" style="max-width:100%;height:auto" src="data:image/svg+xml;base64,{data}"></p>'
+
+
+def _scenario_cells(cell: CellResult, same_scenario: Sequence[CellResult]) -> list[CellResult]:
+    """Earlier cells of the scenario plus this one; a re-measured cell
+    (same level and concurrency) keeps only its latest numbers."""
+    out: dict[tuple[str, str, str, int], CellResult] = {}
+    for c in [*same_scenario, cell]:
+        if (c.family, c.scenario) == (cell.family, cell.scenario):
+            out[_cell_key(c)] = c
+    return list(out.values())
+
+
+def _compare_step(cell: CellResult, baseline: Mapping[str, Any] | None) -> None:
+    rows = tables.cell_rows(cell, baseline)
+    qps = next(r for r in rows if r.metric == "qps")
+    p95 = next(r for r in rows if r.metric == "latency_ms.p95")
+    if math.isfinite(qps.baseline):
+        title = (f"compare: QPS {tables.fmt(qps.value)} vs baseline {tables.fmt(qps.baseline)} "
+                 f"({tables.fmt_change(qps.change_pct)}), p95 {tables.fmt(p95.value, 'ms')} vs "
+                 f"{tables.fmt(p95.baseline, 'ms')} ({tables.fmt_change(p95.change_pct)})")
+    else:
+        title = f"compare: QPS {tables.fmt(qps.value)}, p95 {tables.fmt(p95.value, 'ms')} (no baseline)"
+    status = tables.verdict_status(cell.verdict)
+    if status:
+        title += f": {status}"
+    params = {r.label: f"{tables.fmt(r.value, r.unit)} (baseline {tables.fmt(r.baseline, r.unit)}, "
+                       f"{tables.fmt_change(r.change_pct)})" for r in rows}
+    with StepContext(redact(title), params):
+        pass
+
+
+def _attach(body: str, name: str, kind: AttachmentType) -> None:
+    allure.attach(redact(body), name=name, attachment_type=kind)
+
+
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, indent=2, sort_keys=True, default=str, allow_nan=False) if _finite(obj) else \
+        json.dumps(_nan_to_none(obj), indent=2, sort_keys=True, default=str)
+
+
+def _finite(obj: Any) -> bool:
+    try:
+        json.dumps(obj, default=str, allow_nan=False)
+        return True
+    except ValueError:
+        return False
+
+
+def _nan_to_none(obj: Any) -> Any:
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, Mapping):
+        return {str(k): _nan_to_none(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_nan_to_none(v) for v in obj]
+    return obj
+
+
+# -- metrics (Allure 3 *-perf.json) ----------------------------------------------------------------
+
+
+def metric_key(cell: CellResult, metric: str) -> str:
+    """Stable across runs, so Allure 3's history gives each key a trend."""
+    return f"{cell.family}.{cell.scenario}.{_level_label(cell)}.c{cell.concurrency}.{metric}"
+
+
+def _epoch_ms(iso: str, fallback: float) -> float:
+    try:
+        return datetime.fromisoformat(iso).timestamp() * 1000.0
+    except (TypeError, ValueError):
+        return fallback
+
+
+def metric_samples(cell: CellResult) -> list[dict[str, Any]]:
+    """The cell's headline numbers in Allure 3's metric format."""
+    now = time.time() * 1000.0
+    stop = _epoch_ms(cell.finished, now)
+    start = min(_epoch_ms(cell.started, stop), stop)
+    values = cell.metrics()
+    out = []
+    for metric, (title, unit, better) in PERF_METRICS.items():
+        v = values.get(metric)
+        if v is None or not math.isfinite(v):
+            continue
+        if metric == "tps" and math.isclose(v, values.get("qps", math.nan), rel_tol=1e-9):
+            continue  # probes: one query per transaction, TPS would repeat QPS
+        value = float(v) * 100.0 if unit == "%" else float(v)
+        out.append({
+            "id": str(uuid.uuid4()),
+            "key": metric_key(cell, metric),
+            "value": round(value, 3) if abs(value) < 100 else round(value, 1),
+            "start": round(start),
+            "stop": round(stop),
+            "title": f"{charts.cell_title(cell)} {title}",
+            "unit": unit,
+            "group": f"{cell.family}.{cell.scenario}",
+            "groupTitle": f"{cell.family}: {cell.scenario}",
+            "better": better,
+        })
+    return out
+
+
+def write_metrics(results_dir: Path, cell: CellResult) -> Path | None:
+    samples = metric_samples(cell)
+    if not samples:
+        return None
+    path = results_dir / f"{uuid.uuid4()}-perf.json"
+    write_json_atomic(path, samples)
+    return path
+
+
+# -- run context -----------------------------------------------------------------------------------
+
+
+def _prop_escape(text: str, key: bool = False) -> str:
+    out = text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    if key:
+        for ch in " =:#!":
+            out = out.replace(ch, "\\" + ch)
+    return out
+
+
+def environment_properties(values: Mapping[str, str]) -> str:
+    """Java .properties text (what Allure's reader parses)."""
+    return "".join(f"{_prop_escape(k, key=True)}={_prop_escape(str(v))}\n" for k, v in sorted(values.items()))
+
+
+def client_facts() -> dict[str, str]:
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "client_host": socket.gethostname(),
+        "client_os": f"{platform.system()} {platform.release()}",
+        "client_cpu": f"{cpu} x{os.cpu_count()}".strip(),
+        "python": platform.python_version(),
+    }
+
+
+def run_environment(extra: Mapping[str, Any] | None = None,
+                    cells: Iterable[CellResult] = ()) -> dict[str, str]:
+    """environment.properties values: client facts, what was noted, what cells show."""
+    env = client_facts()
+    env.update(_session.environment)
+    used = sorted({str(c.fault.get("mechanism")) for c in cells
+                   if c.fault and c.fault.get("mechanism") not in (None, "", "none")})
+    if used:
+        env["fault_mechanisms_used"] = ", ".join(used)
+    families = sorted({c.family for c in cells})
+    if families:
+        env["families"] = ", ".join(families)
+    for k, v in (extra or {}).items():
+        if v is not None and v != "":
+            env[k] = v if isinstance(v, str) else json.dumps(v, sort_keys=True)
+    return env
+
+
+def executor_info(release: str | None, run_id: str = "", name: str = "wanbench") -> dict[str, Any]:
+    """executor.json: Allure names the build (and the run in history) after it."""
+    build = release or "unreleased"
+    return {
+        "name": name,
+        "type": "pytest",
+        "buildName": build,
+        "buildOrder": int(time.time()),
+        "reportName": f"wanbench {build}",
+        **({"runId": run_id} if run_id else {}),
+    }
+
+
+def write_run_context(results_dir: str | os.PathLike[str], *, environment: Mapping[str, str],
+                      release: str | None, run_id: str = "") -> None:
+    """environment.properties, executor.json, categories.json (controller only)."""
+    d = Path(results_dir)
+    d.mkdir(parents=True, exist_ok=True)
+    tmp = d / ".environment.properties.tmp"
+    tmp.write_text(redact(environment_properties(environment)), encoding="utf-8")
+    os.replace(tmp, d / "environment.properties")
+    write_json_atomic(d / "executor.json", executor_info(release, run_id))
+    write_json_atomic(d / "categories.json", [dict(c) for c in CATEGORIES])
+
+
+# -- summary ---------------------------------------------------------------------------------------
+
+
+def attach_summary(cells: Sequence[CellResult | Mapping[str, Any]]) -> None:
+    """The seed-000 summary matrix (HTML + CSV) and one chart per family, as
+    Allure global attachments (shown on the report's Globals page)."""
+    if not cells or not allure_active():
+        return
+    allure.global_attach(redact(tables.summary_html(cells)), name="summary matrix (QPS and % drop per level)",
+                         attachment_type=AttachmentType.HTML)
+    allure.global_attach(redact(tables.summary_csv(cells)), name="summary matrix.csv",
+                         attachment_type=AttachmentType.CSV)
+    for family, rows in tables.summary_rows(cells).items():
+        allure.global_attach(charts.family_summary_chart(family, rows), name=f"summary chart: {family}",
+                             attachment_type=AttachmentType.SVG)
+
+
+# -- Allure 3 configuration for scripts/report -----------------------------------------------------
+
+
+def allurerc(results_dirs: Sequence[str], *, history_path: str, single_file: bool = False,
+             name: str | None = None) -> dict[str, Any]:
+    """Allure 3 config: history JSONL (trends across runs), categories,
+    report name = the release of executor.json, suites grouped by family."""
+    release = None
+    categories: list[Any] = [dict(c) for c in CATEGORIES]
+    for rd in results_dirs:
+        try:
+            release = release or json.loads((Path(rd) / "executor.json").read_text()).get("buildName")
+        except (OSError, ValueError):
+            pass
+        try:
+            categories = json.loads((Path(rd) / "categories.json").read_text())
+        except (OSError, ValueError):
+            pass
+    return {
+        "name": name or f"wanbench {release or ''}".strip(),
+        "historyPath": history_path,
+        "categories": categories,
+        "plugins": {
+            "awesome": {
+                "options": {
+                    "singleFile": single_file,
+                    "reportLanguage": "en",
+                    "groupBy": ["parentSuite", "suite", "subSuite"],
+                },
+            },
+        },
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m wanbench.report",
+                                description="Write the Allure 3 config scripts/report uses.")
+    p.add_argument("command", choices=["rc"])
+    p.add_argument("results", nargs="+")
+    p.add_argument("--history", required=True)
+    p.add_argument("--single-file", action="store_true")
+    p.add_argument("--name", default=None)
+    p.add_argument("--out", required=True)
+    a = p.parse_args(argv)
+    write_json_atomic(a.out, allurerc(a.results, history_path=a.history, single_file=a.single_file, name=a.name))
+    return 0
