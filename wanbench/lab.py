@@ -310,7 +310,7 @@ class Lab:
             "--max-connect-errors=1000000", "--skip-name-resolve", f"--pid-file={p['dir'] / 'mysqld.pid'}",
             # The lab measures the network, not this machine's disk.
             "--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0", "--innodb-buffer-pool-size=256M",
-            "--performance-schema=OFF", "--table-open-cache=4000",
+            "--performance-schema=OFF", "--table-open-cache=4000", "--max-prepared-stmt-count=1048576",
         ]
         if name == "primary":
             # AFTER_COMMIT (the default): each commit waits one round trip to the

@@ -1,0 +1,764 @@
+"""The sysbench workload engine: slap-style probes and the bundled OLTP scripts.
+
+Every number comes from sysbench's own report. wanbench's Lua hooks
+(``wanbench/lua/wb_hooks.lua``) print one ``WBJSON {...}`` line per report
+(per second, at the warm-up checkpoint, at the end) and per worker thread
+(SQL errors by MySQL error code); percentiles come from the ``--histogram``
+block (see ``histogram.py``). The raw output of every sysbench process is
+kept, with the password redacted, in ``WorkloadResult.reports``.
+
+Warm-up: sysbench 1.0.20 has no ``--warmup-time``. A run lasts warm-up +
+duration with ``--report-checkpoints=<warm-up>``: at the checkpoint sysbench
+prints a cumulative report and resets its counters and histogram, so the
+final report and histogram cover only the steady state.
+
+Connection setup is not latency: sysbench connects (and prepares
+statements) in ``thread_init`` before it starts its timer. Verified with a
+50 ms Toxiproxy delay on the server's replies: 40 point selects reported
+max 51.5 ms while the process ran 160 ms longer than sysbench's own time
+(``selftests/test_sysbench_engine.py::test_connection_setup_is_not_latency``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from wanbench.errors import ConfigError, InfrastructureError, MissingToolError
+from wanbench.results import Round, SeriesPoint, WorkloadResult
+from wanbench.units import parse_duration_ms, parse_list
+from wanbench.workloads import preflight
+from wanbench.workloads.clientcpu import (
+    ClientLoad,
+    RunnableSampler,
+    assess,
+    merge_client,
+    process_cpu_seconds,
+    usable_cores,
+)
+from wanbench.workloads.histogram import Histogram, merge_histograms, parse_histogram
+from wanbench.workloads.tables import OLTP_WORKLOADS
+
+LUA_DIR = Path(__file__).resolve().parent.parent / "lua"
+PROBE_SCRIPT = LUA_DIR / "probe.lua"
+OLTP_WRAPPER = LUA_DIR / "wb_oltp.lua"
+
+PROBE_KINDS = ("read", "write")
+PROBE_READ_TABLE = "wb_probe_read"
+PROBE_WRITE_TABLE = "wb_probe_write"
+#: The write probe's table is emptied by prepare_probe above this size, so
+#: inserts keep measuring the same thing across sessions.
+PROBE_WRITE_MAX_ROWS = 1_000_000
+
+_SCRIPT_DIRS = ("/usr/share/sysbench", "/usr/local/share/sysbench")
+_IDENT = re.compile(r"^[A-Za-z0-9_]{1,64}$")
+_ERRNO = re.compile(r"(?:errno\s*=\s*|FATAL: error\s+)(\d+)")
+_ERROR_HINTS: Mapping[str, str] = {
+    "1040": "the server ran out of connections: raise max_connections or lower --threads",
+    "1045": "access denied: check the user and password of the cluster",
+    "1046": "no database selected: prepare the data first",
+    "1049": "the database does not exist: prepare the data first",
+    "1146": "a table is missing: prepare the data first (or run without --sysbench-cleanup)",
+    "1461": "too many prepared statements: raise max_prepared_stmt_count or lower --threads/--tables",
+    "2002": "cannot connect to the server (socket)",
+    "2003": "cannot connect to the server: is it running and is the port right?",
+    "2013": "the server closed the connection during a query",
+}
+_TAIL_LINES = 12
+
+
+def find_bundled_script(workload: str) -> Path:
+    """The bundled ``<workload>.lua`` (``$WANBENCH_SYSBENCH_SCRIPTS`` first)."""
+    if workload not in OLTP_WORKLOADS:
+        raise ConfigError(f"unknown sysbench workload {workload!r}; known: {', '.join(OLTP_WORKLOADS)}")
+    dirs = [os.environ["WANBENCH_SYSBENCH_SCRIPTS"]] if os.environ.get("WANBENCH_SYSBENCH_SCRIPTS") else []
+    found = shutil.which("sysbench")
+    if found:
+        dirs.append(str(Path(found).resolve().parent.parent / "share" / "sysbench"))
+    dirs.extend(_SCRIPT_DIRS)
+    for d in dirs:
+        path = Path(d) / f"{workload}.lua"
+        if path.is_file():
+            return path
+    raise MissingToolError(f"sysbench script {workload}.lua", f"looked in {', '.join(dirs)}; run scripts/setup")
+
+
+def parse_workloads(text: str) -> list[str]:
+    """``--workloads``: a comma-separated subset of the OLTP workloads."""
+    names = parse_list(text, lambda s: s)
+    unknown = [n for n in names if n not in OLTP_WORKLOADS]
+    if unknown:
+        raise ConfigError(f"unknown workload(s) {', '.join(unknown)} (known: {', '.join(OLTP_WORKLOADS)})")
+    return names
+
+
+def parse_warmup(text: str) -> float:
+    """``--warmup``: seconds (``5s``, ``0`` for none)."""
+    return parse_duration_ms(text, default_unit="s") / 1000.0
+
+
+# --------------------------------------------------------------------------
+# Parsing sysbench output
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SysbenchOutput:
+    """One sysbench process's output, parsed.
+
+    ``cumulative`` holds every cumulative report in order: with a warm-up the
+    first is the warm-up checkpoint and the last the steady state.
+    """
+
+    intervals: tuple[Mapping[str, Any], ...]
+    cumulative: tuple[Mapping[str, Any], ...]
+    histogram: Histogram
+    errors_by_code: Mapping[str, int]
+    warmup_errors_by_code: Mapping[str, int]
+    fatal: tuple[str, ...]
+
+    @property
+    def final(self) -> Mapping[str, Any] | None:
+        return self.cumulative[-1] if self.cumulative else None
+
+    @property
+    def had_checkpoint(self) -> bool:
+        return len(self.cumulative) > 1
+
+
+def parse_output(text: str) -> SysbenchOutput:
+    """Parse the ``WBJSON`` lines, the histogram and any ``FATAL`` lines.
+
+    Lines that are not ours (sysbench's own text, interleaved output) are
+    skipped. A final or per-thread ``WBJSON`` line that is not valid JSON is
+    an error (a half-printed report means the numbers cannot be trusted); a
+    broken per-second line only loses one point of the series.
+    """
+    intervals: list[Mapping[str, Any]] = []
+    cumulative: list[Mapping[str, Any]] = []
+    codes: dict[str, int] = {}
+    warm: dict[str, int] = {}
+    fatal: list[str] = []
+    for line in text.splitlines():
+        pos = line.find("WBJSON ")
+        if pos >= 0:
+            payload = line[pos + len("WBJSON "):].strip()
+            try:
+                rec = json.loads(payload)
+            except json.JSONDecodeError as exc:
+                if payload.startswith('{"type":"interval"'):
+                    continue  # a per-second sample only feeds the series
+                raise InfrastructureError(f"unreadable sysbench report line {line.strip()!r}: {exc}") from None
+            kind = rec.get("type")
+            if kind == "interval":
+                intervals.append(rec)
+            elif kind == "cumulative":
+                cumulative.append(rec)
+            elif kind == "thread":
+                for k, v in rec.get("errors", {}).items():
+                    codes[str(k)] = codes.get(str(k), 0) + int(v)
+                for k, v in rec.get("warmup_errors", {}).items():
+                    warm[str(k)] = warm.get(str(k), 0) + int(v)
+        elif line.startswith("FATAL:") or "FATAL:" in line[:40]:
+            fatal.append(line.strip())
+    return SysbenchOutput(
+        intervals=tuple(intervals),
+        cumulative=tuple(cumulative),
+        histogram=parse_histogram(text),
+        errors_by_code=dict(sorted(codes.items())),
+        warmup_errors_by_code=dict(sorted(warm.items())),
+        fatal=tuple(fatal),
+    )
+
+
+def _f(rec: Mapping[str, Any], key: str) -> float:
+    v = rec.get(key)
+    return math.nan if v is None else float(v)
+
+
+def round_from_output(out: SysbenchOutput) -> Round:
+    """The steady-state numbers of one sysbench process as a ``Round``."""
+    final = out.final
+    if final is None:
+        raise InfrastructureError("sysbench printed no final report (no cumulative WBJSON line)")
+    seconds = _f(final, "interval")
+    queries = int(_f(final, "reads") + _f(final, "writes") + _f(final, "other"))
+    events = int(_f(final, "events"))
+    latency = out.histogram.latency(
+        avg=_f(final, "latency_avg_ms"), min_ms=_f(final, "latency_min_ms"), max_ms=_f(final, "latency_max_ms")
+    )
+    return Round(
+        seconds=seconds,
+        queries=queries,
+        qps=queries / seconds if seconds > 0 else math.nan,
+        tps=events / seconds if seconds > 0 else math.nan,
+        latency_ms=latency,
+        errors=int(_f(final, "errors")),
+        reconnects=int(_f(final, "reconnects")),
+    )
+
+
+def series_from_output(out: SysbenchOutput, *, offset: float = 0.0) -> tuple[SeriesPoint, ...]:
+    points = []
+    for rec in out.intervals:
+        interval = _f(rec, "interval") or 1.0
+        queries = _f(rec, "reads") + _f(rec, "writes") + _f(rec, "other")
+        points.append(SeriesPoint(
+            t=round(offset + _f(rec, "t"), 3),
+            qps=queries / interval,
+            latency_ms=_f(rec, "latency_pct_ms"),
+            errors=_f(rec, "errors") / interval,
+        ))
+    return tuple(points)
+
+
+def result_from_output(
+    workload: str, concurrency: int, out: SysbenchOutput, *, report: str, client: ClientLoad | None,
+    command: str = "", extra: Mapping[str, Any] | None = None,
+) -> WorkloadResult:
+    """One sysbench process as a one-round ``WorkloadResult`` (see ``merge_results``)."""
+    rnd = round_from_output(out)
+    final = out.final or {}
+    return WorkloadResult(
+        workload=workload,
+        concurrency=concurrency,
+        rounds=(rnd,),
+        latency_ms=rnd.latency_ms,
+        errors=rnd.errors,
+        errors_by_code=dict(out.errors_by_code),
+        ignored_errors=rnd.errors,
+        reconnects=rnd.reconnects,
+        series=series_from_output(out),
+        reports=(report,),
+        client=assess([client] if client else []),
+        extra={
+            "histogram": out.histogram.to_json(),
+            "events": int(_f(final, "events")),
+            "warmup_excluded": out.had_checkpoint,
+            "warmup_errors_by_code": dict(out.warmup_errors_by_code),
+            "commands": [command] if command else [],
+            **(extra or {}),
+        },
+    )
+
+
+def merge_results(results: Sequence[WorkloadResult]) -> WorkloadResult:
+    """Several one-round results of the same cell as one result.
+
+    Percentiles come from the merged histograms (bucket counts add up);
+    averages are weighted by events; series are laid end to end.
+    """
+    if not results:
+        raise ValueError("merge_results needs at least one result")
+    first = results[0]
+    hist = merge_histograms(Histogram(tuple((float(v), int(c)) for v, c in r.extra.get("histogram", ())))
+                            for r in results)
+    events = [int(r.extra.get("events", r.queries)) for r in results]
+    total_events = sum(events)
+    avg = (sum(r.latency_ms.avg * e for r, e in zip(results, events, strict=True)) / total_events
+           if total_events else math.nan)
+    mins = [r.latency_ms.min for r in results if not math.isnan(r.latency_ms.min)]
+    maxs = [r.latency_ms.max for r in results if not math.isnan(r.latency_ms.max)]
+    latency = hist.latency(avg=avg, min_ms=min(mins) if mins else None, max_ms=max(maxs) if maxs else None)
+    codes: dict[str, int] = {}
+    warm: dict[str, int] = {}
+    for r in results:
+        for k, v in r.errors_by_code.items():
+            codes[k] = codes.get(k, 0) + v
+        for k, v in r.extra.get("warmup_errors_by_code", {}).items():
+            warm[k] = warm.get(k, 0) + v
+    series: list[SeriesPoint] = []
+    offset = 0.0
+    for r in results:
+        for p in r.series:
+            series.append(SeriesPoint(round(p.t + offset, 3), p.qps, p.latency_ms, p.errors))
+        if r.series:
+            offset = series[-1].t
+    extra: dict[str, Any] = {k: v for k, v in first.extra.items()
+                             if k not in ("histogram", "events", "commands", "warmup_errors_by_code", "warnings")}
+    extra.update(
+        histogram=hist.to_json(),
+        events=total_events,
+        warmup_excluded=all(r.extra.get("warmup_excluded", False) for r in results),
+        warmup_errors_by_code=dict(sorted(warm.items())),
+        commands=[c for r in results for c in r.extra.get("commands", ())],
+        warnings=[w for r in results for w in r.extra.get("warnings", ())],
+    )
+    return WorkloadResult(
+        workload=first.workload,
+        concurrency=first.concurrency,
+        rounds=tuple(rnd for r in results for rnd in r.rounds),
+        latency_ms=latency,
+        errors=sum(r.errors for r in results),
+        errors_by_code=dict(sorted(codes.items())),
+        ignored_errors=sum(r.ignored_errors for r in results),
+        reconnects=sum(r.reconnects for r in results),
+        series=tuple(series),
+        reports=tuple(rep for r in results for rep in r.reports),
+        client=merge_client(r.client for r in results),
+        extra=extra,
+    )
+
+
+# --------------------------------------------------------------------------
+# Running sysbench
+# --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Run:
+    text: str
+    exit_status: int
+    client: ClientLoad | None
+    wall: float
+
+
+@dataclass(frozen=True)
+class DatasetState:
+    """What ``prepare_oltp`` found and did."""
+
+    action: str  # "reused" or "created"
+    tables: int
+    table_size: int
+    detail: str = ""
+
+
+class SysbenchRunner:
+    """Runs sysbench against one endpoint (direct or through the proxy).
+
+    The password goes to sysbench on its command line (it has no other way)
+    and is replaced by ``***`` in every report, command and error we keep.
+    """
+
+    def __init__(self, *, host: str, port: int, user: str, password: str, database: str = "wanbench",
+                 sysbench: str = "sysbench", workdir: Path | None = None, extra_args: Sequence[str] = ()) -> None:
+        if not _IDENT.match(database):
+            raise ConfigError(f"database name {database!r}: use letters, digits and _ only")
+        found = shutil.which(sysbench)
+        if not found:
+            raise MissingToolError("sysbench", "run scripts/setup")
+        self.host, self.port, self.user, self.password = host, int(port), user, password
+        self.database = database
+        self.sysbench = found
+        self.workdir = Path(workdir) if workdir is not None else None
+        self.extra_args = tuple(extra_args)
+        self._report_seq = 0
+
+    def __repr__(self) -> str:
+        return f"SysbenchRunner({self.user}@{self.endpoint}/{self.database})"
+
+    # -- helpers -----------------------------------------------------------
+
+    @property
+    def endpoint(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def redact(self, text: str) -> str:
+        if self.password:
+            text = text.replace(self.password, "***")
+        return text
+
+    def connection_args(self) -> list[str]:
+        return [
+            "--db-driver=mysql",
+            f"--mysql-host={self.host}",
+            f"--mysql-port={self.port}",
+            f"--mysql-user={self.user}",
+            f"--mysql-password={self.password}",
+            f"--mysql-db={self.database}",
+        ]
+
+    def display(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
+        """The command as a user would type it, password redacted."""
+        prefix = " ".join(f"{k}={v}" for k, v in (env or {}).items())
+        cmd = " ".join(_shell_quote(self.redact(a)) for a in argv)
+        return f"{prefix} {cmd}".strip()
+
+    def _sql(self, statements: Sequence[str | tuple[str, Sequence[Any]]], *, database: str | None = None,
+             timeout: float = 30.0) -> list[list[tuple[Any, ...]]]:
+        """Run statements on one connection; the rows of each."""
+        import mysql.connector  # imported here: only needed when a runner talks SQL
+
+        try:
+            conn = mysql.connector.connect(
+                host=self.host, port=self.port, user=self.user, password=self.password, database=database,
+                connection_timeout=int(max(1, timeout)), autocommit=True,
+            )
+        except mysql.connector.Error as exc:
+            raise InfrastructureError(
+                f"cannot connect to {self.endpoint} as {self.user}: {self.redact(str(exc))}") from None
+        out: list[list[tuple[Any, ...]]] = []
+        try:
+            cur = conn.cursor()
+            for st in statements:
+                sql, params = (st, ()) if isinstance(st, str) else st
+                try:
+                    cur.execute(sql, tuple(params))
+                    out.append(list(cur.fetchall()) if cur.description else [])  # type: ignore[arg-type]
+                except mysql.connector.Error as exc:
+                    raise InfrastructureError(
+                        f"{self.endpoint}: {sql[:120]!r} failed: {self.redact(str(exc))}") from None
+            cur.close()
+        finally:
+            conn.close()
+        return out
+
+    def server_limits(self) -> preflight.ServerLimits:
+        rows = self._sql([
+            "SELECT @@max_connections",
+            "SHOW GLOBAL STATUS LIKE 'Threads_connected'",
+            "SHOW GLOBAL VARIABLES LIKE 'max_prepared_stmt_count'",
+            "SHOW GLOBAL STATUS LIKE 'Prepared_stmt_count'",
+        ])
+
+        def status(r: list[tuple[Any, ...]], default: int) -> int:
+            try:
+                return int(r[0][1]) if r else default
+            except (TypeError, ValueError):
+                return default
+
+        return preflight.ServerLimits(
+            max_connections=int(rows[0][0][0] or 0),
+            connections_in_use=status(rows[1], 0),
+            max_prepared_stmt_count=status(rows[2], -1),
+            prepared_stmt_in_use=status(rows[3], 0),
+            server=self.endpoint,
+        )
+
+    def preflight(self, workload: str, *, threads: int, tables: int = 1) -> None:
+        """Stop a run that would fail (connections, prepared statements, open files)."""
+        preflight.ensure(workload=workload, threads=threads, tables=tables, server=self.server_limits())
+
+    def _save_report(self, name: str, text: str) -> None:
+        if self.workdir is None:
+            return
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._report_seq += 1
+        (self.workdir / f"{self._report_seq:04d}-{name}.txt").write_text(text)
+
+    def _execute(self, argv: Sequence[str], *, timeout: float, what: str, threads: int,
+                 window_marker: str, env: Mapping[str, str] | None = None) -> _Run:
+        """Run sysbench, measure its CPU from ``window_marker`` on, kill it by
+        PID when it outlives ``timeout``."""
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(  # noqa: S603 - argv list, no shell
+                list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                text=True, errors="replace", bufsize=1, env=full_env,
+            )
+        except FileNotFoundError:
+            raise MissingToolError("sysbench", "run scripts/setup") from None
+        lines: list[str] = []
+        mark: list[tuple[float, float]] = []
+        reaped: list[tuple[int, Any, float]] = []
+        lock = threading.Lock()
+        sampler = RunnableSampler(proc.pid, threads)
+        stop = threading.Event()
+
+        def read() -> None:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                lines.append(line)
+                if not mark and window_marker in line:
+                    cpu = process_cpu_seconds(proc.pid)
+                    if cpu is not None:
+                        now = time.monotonic()
+                        sampler.sample(now)
+                        mark.append((now, cpu))
+
+        def sample() -> None:
+            # a sampling period, not a wait for a condition: /proc is read
+            # twice a second (less at high thread counts) so the measured
+            # process is not disturbed
+            period = max(0.5, min(2.0, threads / 250))
+            while not stop.wait(period):
+                with lock:
+                    if reaped:
+                        return
+                    if mark:
+                        sampler.sample(time.monotonic())
+
+        def reap() -> None:
+            _pid, status, usage = os.wait4(proc.pid, 0)
+            with lock:
+                reaped.append((status, usage, time.monotonic()))
+
+        reader = threading.Thread(target=read, name=f"sysbench-out-{proc.pid}", daemon=True)
+        reaper = threading.Thread(target=reap, name=f"sysbench-wait-{proc.pid}", daemon=True)
+        sampler_thread = threading.Thread(target=sample, name=f"sysbench-sched-{proc.pid}", daemon=True)
+        reader.start()
+        reaper.start()
+        sampler_thread.start()
+        killed = False
+        try:
+            reaper.join(timeout)
+        finally:
+            # also on Ctrl-C: never leave a sysbench behind
+            with lock:
+                if not reaped:
+                    os.kill(proc.pid, signal.SIGKILL)
+                    killed = True
+            if killed:
+                reaper.join(10)
+        stop.set()
+        sampler_thread.join(10)
+        reader.join(10)
+        if proc.stdout is not None:
+            proc.stdout.close()
+        status, usage, end = reaped[0] if reaped else (0, None, time.monotonic())
+        proc.returncode = os.waitstatus_to_exitcode(status) if reaped else -signal.SIGKILL
+        text = self.redact("".join(lines))
+        self._save_report(re.sub(r"[^A-Za-z0-9_.-]+", "_", what), text)
+        if killed:
+            raise InfrastructureError(
+                f"{what}: no result after {timeout:.0f}s, sysbench (pid {proc.pid}) was killed; "
+                f"last output: {_tail(text)}"
+            )
+        client = None
+        if usage is not None:
+            total_cpu = usage.ru_utime + usage.ru_stime
+            if mark:
+                t0, cpu0 = mark[0]
+                client = ClientLoad(max(0.0, total_cpu - cpu0), max(1e-6, end - t0), threads, usable_cores(),
+                                    sampler.fraction())
+            else:
+                client = ClientLoad(total_cpu, max(1e-6, end - start), threads, usable_cores())
+        return _Run(text=text, exit_status=proc.returncode, client=client, wall=end - start)
+
+    # -- probes ------------------------------------------------------------
+
+    def prepare_probe(self, *, rows: int = 10000) -> None:
+        """Create the database and the probe tables unless they are there and
+        intact (``wb_probe_read`` holds exactly ids 1..rows)."""
+        if rows <= 0:
+            raise ConfigError(f"probe rows must be positive, not {rows}")
+        db = self.database
+        self._sql([f"CREATE DATABASE IF NOT EXISTS `{db}`"])
+        found = self._sql([
+            f"CREATE TABLE IF NOT EXISTS `{PROBE_READ_TABLE}` (id INT NOT NULL PRIMARY KEY, "
+            "k INT NOT NULL DEFAULT 0, c CHAR(120) NOT NULL DEFAULT '')",
+            f"CREATE TABLE IF NOT EXISTS `{PROBE_WRITE_TABLE}` (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, "
+            "k INT NOT NULL DEFAULT 0, c CHAR(120) NOT NULL DEFAULT '')",
+            f"SELECT COUNT(*), COALESCE(MIN(id), 0), COALESCE(MAX(id), 0) FROM `{PROBE_READ_TABLE}`",
+            f"SELECT COUNT(*) FROM `{PROBE_WRITE_TABLE}`",
+        ], database=db)
+        count, lo, hi = (int(x) for x in found[2][0])
+        if (count, lo, hi) != (rows, 1 if rows else 0, rows):
+            stmts: list[str | tuple[str, Sequence[Any]]] = [f"TRUNCATE TABLE `{PROBE_READ_TABLE}`"]
+            batch = 1000
+            for first in range(1, rows + 1, batch):
+                ids = range(first, min(rows, first + batch - 1) + 1)
+                values = ",".join(f"({i},{i % 1000},'{i:0>120}')" for i in ids)
+                stmts.append(f"INSERT INTO `{PROBE_READ_TABLE}` (id, k, c) VALUES {values}")
+            self._sql(stmts, database=db, timeout=120)
+        if int(found[3][0][0]) > PROBE_WRITE_MAX_ROWS:
+            self._sql([f"TRUNCATE TABLE `{PROBE_WRITE_TABLE}`"], database=db)
+
+    def probe_command(self, kind: str, *, concurrency: int, queries: int, rows: int = 10000,
+                      max_seconds: float | None = None) -> list[str]:
+        """argv of one probe round: ``queries`` events in total, or fewer if
+        ``max_seconds`` passes first (the round's QPS stays exact)."""
+        if kind not in PROBE_KINDS:
+            raise ConfigError(f"probe kind must be one of {', '.join(PROBE_KINDS)}, not {kind!r}")
+        return [
+            self.sysbench, str(PROBE_SCRIPT), *self.connection_args(),
+            f"--kind={kind}", f"--rows={rows}", f"--threads={concurrency}",
+            f"--events={queries}", f"--time={math.ceil(max_seconds) if max_seconds else 0}",
+            "--histogram", "--percentile=95",
+            *self.extra_args, "run",
+        ]
+
+    def probe(self, kind: str, *, concurrency: int, queries: int, rounds: int, timeout: float,
+              on_round: Callable[[int, Round], None] | None = None, rows: int = 10000,
+              max_seconds: float | None = None) -> WorkloadResult:
+        """mysqlslap-style rounds: each runs exactly ``queries`` statements in
+        total at ``concurrency`` threads; percentiles over all rounds."""
+        if concurrency <= 0 or queries <= 0 or rounds <= 0:
+            raise ConfigError(f"probe needs positive concurrency/queries/rounds, got {concurrency}/{queries}/{rounds}")
+        workload = f"probe_{kind}"
+        argv = self.probe_command(kind, concurrency=concurrency, queries=queries, rows=rows,
+                                  max_seconds=max_seconds)
+        self.preflight(workload, threads=concurrency)
+        parts: list[WorkloadResult] = []
+        for i in range(1, rounds + 1):
+            what = f"{workload} c={concurrency} round {i}/{rounds} on {self.endpoint}"
+            run = self._execute(argv, timeout=timeout, what=what, threads=concurrency,
+                                window_marker="Threads started!")
+            out = check_output(run.text, run.exit_status, what)
+            part = result_from_output(workload, concurrency, out, report=run.text, client=run.client,
+                                      command=self.display(argv), extra={"kind": kind, "queries_per_round": queries})
+            parts.append(part)
+            if on_round is not None:
+                on_round(i, part.rounds[0])
+        return merge_results(parts)
+
+    # -- OLTP --------------------------------------------------------------
+
+    def _table_state(self, tables: int, table_size: int) -> str:
+        """'' when sbtest1..N hold exactly ids 1..table_size, else why not."""
+        rows = self._sql([
+            ("SELECT table_name FROM information_schema.tables WHERE table_schema = %s "
+             "AND table_name LIKE 'sbtest%%'", (self.database,)),
+        ])
+        present = {str(r[0]) for r in rows[0]}
+        missing = [f"sbtest{i}" for i in range(1, tables + 1) if f"sbtest{i}" not in present]
+        if missing:
+            return f"missing tables {', '.join(missing[:5])}"
+        checks = self._sql(
+            [f"SELECT COUNT(*), COALESCE(MIN(id), 0), COALESCE(MAX(id), 0) FROM sbtest{i} WHERE id <= %d"
+             % table_size for i in range(1, tables + 1)],
+            database=self.database, timeout=300,
+        )
+        for i, rows_i in enumerate(checks, start=1):
+            count, lo, hi = (int(x) for x in rows_i[0])
+            if (count, lo, hi) != (table_size, 1, table_size):
+                return f"sbtest{i} holds {count} rows with ids {lo}..{hi}, expected {table_size} rows 1..{table_size}"
+        return ""
+
+    def prepare_oltp(self, *, tables: int, table_size: int, timeout: float = 1800.0) -> DatasetState:
+        """Reuse sbtest1..N when intact (rows added by oltp_insert beyond
+        ``table_size`` are deleted first); otherwise drop and re-create them
+        with the bundled ``prepare`` command."""
+        if tables <= 0 or table_size <= 0:
+            raise ConfigError(f"--tables and --table-size must be positive, got {tables} and {table_size}")
+        self._sql([f"CREATE DATABASE IF NOT EXISTS `{self.database}`"])
+        why = self._table_state(tables, table_size)
+        if not why:
+            self._sql([f"DELETE FROM sbtest{i} WHERE id > {table_size}" for i in range(1, tables + 1)],
+                      database=self.database, timeout=300)
+            return DatasetState("reused", tables, table_size)
+        self.cleanup_oltp(tables=tables)
+        script = find_bundled_script("oltp_read_write")
+        argv = [self.sysbench, str(script), *self.connection_args(), f"--tables={tables}",
+                f"--table-size={table_size}", f"--threads={min(tables, 4)}", *self.extra_args, "prepare"]
+        what = f"sysbench prepare {tables}x{table_size} on {self.endpoint}"
+        run = self._execute(argv, timeout=timeout, what=what, threads=min(tables, 4), window_marker="\0")
+        if run.exit_status != 0:
+            raise InfrastructureError(f"{what}: sysbench exited {run.exit_status}; {_tail(run.text)}")
+        still = self._table_state(tables, table_size)
+        if still:
+            raise InfrastructureError(f"{what}: data set not intact after prepare: {still}")
+        return DatasetState("created", tables, table_size, why)
+
+    def cleanup_oltp(self, *, tables: int | None = None) -> None:
+        """Drop sbtest tables (all of them when ``tables`` is None)."""
+        rows = self._sql([
+            ("SELECT table_name FROM information_schema.tables WHERE table_schema = %s "
+             "AND table_name LIKE 'sbtest%%'", (self.database,)),
+        ])
+        names = sorted(str(r[0]) for r in rows[0] if re.fullmatch(r"sbtest\d+", str(r[0])))
+        if tables is not None:
+            names = sorted(set(names) | {f"sbtest{i}" for i in range(1, tables + 1)})
+        if names:
+            self._sql([f"DROP TABLE IF EXISTS {n}" for n in names], database=self.database)
+
+    def oltp_command(self, workload: str, *, threads: int, duration: float, warmup: float, tables: int,
+                     table_size: int, rate: float | None = None,
+                     options: Sequence[str] = ()) -> tuple[list[str], dict[str, str]]:
+        """argv and environment of one OLTP round (warm-up + duration)."""
+        script = find_bundled_script(workload)
+        dur = math.ceil(duration)
+        warm = math.ceil(warmup) if warmup > 0 else 0
+        if dur <= 0:
+            raise ConfigError(f"duration must be at least 1s, got {duration}")
+        argv = [
+            self.sysbench, str(OLTP_WRAPPER), *self.connection_args(),
+            f"--tables={tables}", f"--table-size={table_size}", f"--threads={threads}",
+            f"--time={dur + warm}", "--events=0", "--report-interval=1", "--histogram", "--percentile=95",
+        ]
+        if warm:
+            argv += [f"--report-checkpoints={warm}", f"--wb-warmup={warm}"]
+        if rate:
+            argv.append(f"--rate={int(rate)}")
+        argv += [*self.extra_args, *options, "run"]
+        return argv, {"WB_SYSBENCH_SCRIPT": str(script)}
+
+    def run_oltp(self, workload: str, *, threads: int, duration: float, warmup: float, tables: int,
+                 table_size: int, rounds: int = 1, rate: float | None = None, timeout: float | None = None,
+                 on_round: Callable[[int, Round], None] | None = None,
+                 options: Sequence[str] = ()) -> WorkloadResult:
+        """``rounds`` sysbench runs of warm-up + duration each; numbers from
+        the steady state only. ``options`` go to sysbench as they are."""
+        if threads <= 0 or rounds <= 0:
+            raise ConfigError(f"threads and rounds must be positive, got {threads} and {rounds}")
+        argv, env = self.oltp_command(workload, threads=threads, duration=duration, warmup=warmup,
+                                      tables=tables, table_size=table_size, rate=rate, options=options)
+        self.preflight(workload, threads=threads, tables=tables)
+        limit = timeout if timeout is not None else math.ceil(duration) + math.ceil(warmup) + 120.0
+        parts: list[WorkloadResult] = []
+        for i in range(1, rounds + 1):
+            what = f"{workload} t={threads} round {i}/{rounds} on {self.endpoint}"
+            run = self._execute(argv, timeout=limit, what=what, threads=threads, env=env,
+                                window_marker="Checkpoint report" if warmup > 0 else "Threads started!")
+            out = check_output(run.text, run.exit_status, what)
+            extra: dict[str, Any] = {"duration_s": math.ceil(duration), "warmup_s": math.ceil(warmup),
+                                     "tables": tables, "table_size": table_size, "warnings": []}
+            if warmup > 0 and not out.had_checkpoint:
+                # sysbench skips a checkpoint whose time passed before its
+                # checkpoint thread got the CPU (seen with a CPU-starved client)
+                extra["warnings"].append(
+                    f"round {i}: sysbench skipped the warm-up checkpoint at {math.ceil(warmup)}s (client "
+                    "starved of CPU?): this round's numbers include the warm-up")
+            if rate:
+                extra["rate"] = _rate_summary(rate, out)
+            part = result_from_output(workload, threads, out, report=run.text, client=run.client,
+                                      command=self.display(argv, env), extra=extra)
+            parts.append(part)
+            if on_round is not None:
+                on_round(i, part.rounds[0])
+        return merge_results(parts)
+
+
+def check_output(text: str, exit_status: int, what: str) -> SysbenchOutput:
+    """Parse a finished run; raise ``InfrastructureError`` with sysbench's
+    FATAL lines and a hint per MySQL error code when it did not succeed."""
+    out = parse_output(text)
+    if exit_status != 0 or out.final is None:
+        codes = sorted({m for line in out.fatal for m in _ERRNO.findall(line)})
+        hints = [f"error {c}: {_ERROR_HINTS[c]}" for c in codes if c in _ERROR_HINTS]
+        distinct = list(dict.fromkeys(out.fatal))
+        detail = " | ".join(distinct[-4:]) if distinct else _tail(text)
+        msg = f"{what}: sysbench exited {exit_status}"
+        if out.final is None and exit_status == 0:
+            msg = f"{what}: sysbench printed no final report"
+        raise InfrastructureError("; ".join([msg, detail, *hints]))
+    return out
+
+
+def _rate_summary(rate: float, out: SysbenchOutput) -> dict[str, Any]:
+    final = out.final or {}
+    seconds = _f(final, "interval")
+    achieved = _f(final, "events") / seconds if seconds > 0 else math.nan
+    queues = [_f(r, "queue") for r in out.intervals if r.get("queue") is not None]
+    sustained = bool(achieved >= 0.95 * rate)
+    return {
+        "target": rate,
+        "achieved": achieved,
+        "max_queue": max(queues) if queues else None,
+        "sustained": sustained,
+        "message": "" if sustained else (
+            f"open loop: asked for {rate:g} events/s, got {achieved:.0f}: the system is overloaded at this rate "
+            "and latency includes queueing"),
+    }
+
+
+def _tail(text: str, n: int = _TAIL_LINES) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip() and not re.match(r"^\s*\d+\.\d+ \|", ln)]
+    return " | ".join(lines[-n:]) if lines else "(no output)"
+
+
+def _shell_quote(arg: str) -> str:
+    return arg if re.fullmatch(r"[A-Za-z0-9_@%+=:,./*-]+", arg) else "'" + arg.replace("'", "'\"'\"'") + "'"
