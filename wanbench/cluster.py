@@ -44,6 +44,8 @@ class Cluster(Protocol):
 
     def sql_targets(self, path: str) -> list[SqlTarget]: ...
 
+    def workload_args(self, path: str) -> list[str]: ...
+
     def mechanism(self, kind: FaultKind) -> Mechanism: ...
 
     def fault_for(self, scenario: Scenario, level: Any) -> Fault: ...
@@ -92,6 +94,9 @@ class LabCluster:
     def sql_targets(self, path: str) -> list[SqlTarget]:
         host, port = self.lab.endpoint(path)
         return [SqlTarget(host, port, self.lab.credentials)]
+
+    def workload_args(self, path: str) -> list[str]:
+        return []
 
     # -- faults ----------------------------------------------------------------------
     def fault_for(self, scenario: Scenario, level: Any) -> Fault:

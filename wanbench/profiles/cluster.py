@@ -35,7 +35,7 @@ from wanbench.profiles.plan import (
     tc_mechanisms,
     tc_renderer,
 )
-from wanbench.profiles.tidb import cluster_settings, pd_client_urls, sql_endpoints
+from wanbench.profiles.tidb import cluster_settings, pd_client_urls, sql_endpoints, workload_settings
 from wanbench.profiles.tidb_facts import SQLTarget, collect_facts
 from wanbench.topology import Scenario, Topology
 
@@ -118,6 +118,11 @@ class TidbCluster:
         return self._preflight
 
     # -- connections ----------------------------------------------------------------------------------
+    def workload_args(self, path: str) -> list[str]:
+        """TiDB-aware sysbench settings: retryable errors counted, not fatal; ps-mode auto."""
+        settings = workload_settings(self.topology, path)
+        return [a for a in settings.sysbench_args() if a.startswith(("--mysql-ignore-errors=", "--db-ps-mode="))]
+
     def sql_targets(self, path: str) -> list[SqlTarget]:
         """Every endpoint of ``path`` (round robin is the workload's job); none under dry run."""
         if self.dry_run:

@@ -342,7 +342,11 @@ class SysbenchRunner:
     """
 
     def __init__(self, *, host: str, port: int, user: str, password: str, database: str = "wanbench",
-                 sysbench: str = "sysbench", workdir: Path | None = None, extra_args: Sequence[str] = ()) -> None:
+                 sysbench: str = "sysbench", workdir: Path | None = None, extra_args: Sequence[str] = (),
+                 more_endpoints: Sequence[tuple[str, int]] = ()) -> None:
+        """``host:port`` is where data is prepared and checked; the load is
+        spread round robin over it and ``more_endpoints`` (sysbench takes
+        comma-separated hosts and ports)."""
         if not _IDENT.match(database):
             raise ConfigError(f"database name {database!r}: use letters, digits and _ only")
         found = shutil.which(sysbench)
@@ -353,6 +357,7 @@ class SysbenchRunner:
         self.sysbench = found
         self.workdir = Path(workdir) if workdir is not None else None
         self.extra_args = tuple(extra_args)
+        self.more_endpoints = tuple((h, int(pt)) for h, pt in more_endpoints if (h, int(pt)) != (host, int(port)))
         self._report_seq = 0
 
     def __repr__(self) -> str:
@@ -372,8 +377,8 @@ class SysbenchRunner:
     def connection_args(self) -> list[str]:
         return [
             "--db-driver=mysql",
-            f"--mysql-host={self.host}",
-            f"--mysql-port={self.port}",
+            "--mysql-host=" + ",".join([self.host, *(h for h, _ in self.more_endpoints)]),
+            "--mysql-port=" + ",".join(str(pt) for pt in [self.port, *(pt for _, pt in self.more_endpoints)]),
             f"--mysql-user={self.user}",
             f"--mysql-password={self.password}",
             f"--mysql-db={self.database}",
