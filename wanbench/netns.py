@@ -1,0 +1,303 @@
+"""Network-namespace "hosts" for testing remote-host behaviour for real on one machine.
+
+Each host is a namespace with one veth (``eth0``) into a bridge that lives in
+its own namespace, an address in 198.18.N.0/24 (the benchmarking range) and
+its own sshd with a generated host key and one authorized client key. The
+root namespace joins the bridge at 198.18.N.1 so the runner reaches the hosts
+over real SSH. Teardown deletes only our namespaces and veths and kills only
+the sshd PIDs we started.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shlex
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from wanbench.errors import CommandError, InfrastructureError, MissingToolError
+from wanbench.executors.base import CommandResult
+from wanbench.wait import wait_for
+
+SSHD = "/usr/sbin/sshd"
+
+
+@dataclass(frozen=True)
+class NetnsHost:
+    name: str
+    netns: str
+    address: str
+    interface: str = "eth0"
+    ssh_port: int = 22
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}({self.address})"
+
+
+class NetnsExecutor:
+    """Runs argv inside one namespace directly (``ip netns exec``): the test's
+    independent view of a host, not going through the SSH path under test."""
+
+    def __init__(self, netns: str, host: str | None = None) -> None:
+        self.netns = netns
+        self.host = host or netns
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        input: str | None = None,
+        timeout: float = 30.0,
+        check: bool = True,
+    ) -> CommandResult:
+        full = ("ip", "netns", "exec", self.netns, *(str(a) for a in argv))
+        start = time.monotonic()
+        try:
+            proc = subprocess.run(full, input=input, capture_output=True, text=True, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired as exc:
+            raise CommandError(self.host, shlex.join(full), None, str(exc.stderr or "")) from None
+        result = CommandResult(self.host, tuple(full), proc.returncode, proc.stdout, proc.stderr,
+                               time.monotonic() - start)
+        return result.check() if check else result
+
+    def close(self) -> None:
+        return None
+
+
+def _sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    if check and proc.returncode != 0:
+        raise CommandError("localhost", shlex.join(argv), proc.returncode, proc.stderr)
+    return proc
+
+
+def _free_octet(start: int) -> int:
+    """A third octet N whose 198.18.N.0/24 no interface in the root namespace uses."""
+    used = _sh("ip", "-o", "-4", "addr", "show").stdout
+    for i in range(150):
+        n = 100 + (start + i) % 150
+        if f" 198.18.{n}." not in used:
+            return n
+    raise InfrastructureError("no free 198.18.N.0/24 subnet for namespace hosts")
+
+
+_OURS = re.compile(r"^wb(\d+)-(br|h\d+)$")
+
+
+def _delete_ns(ns: str) -> None:
+    # processes left inside our namespaces (sshd, dead-man timers, sinks) were started by this harness
+    for pid in _sh("ip", "netns", "pids", ns, check=False).stdout.split():
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    _sh("ip", "netns", "del", ns, check=False)
+    _sh("rm", "-rf", NetnsNetwork.state_dir(ns), check=False)
+
+
+def sweep_stale_networks() -> list[str]:
+    """Delete namespace networks of harness processes that died without tearing down (e.g. SIGKILL)."""
+    removed = []
+    for line in _sh("ip", "netns", "list", check=False).stdout.splitlines():
+        ns = line.split()[0] if line.strip() else ""
+        m = _OURS.match(ns)
+        if not m:
+            continue
+        try:
+            os.kill(int(m[1]), 0)
+            continue  # its harness is still running
+        except ProcessLookupError:
+            pass
+        _delete_ns(ns)
+        _sh("ip", "link", "del", f"wb{m[1]}r", check=False)
+        removed.append(ns)
+    return removed
+
+
+class NetnsNetwork:
+    """``hosts`` namespace hosts on one bridge, each with its own sshd.
+
+    Use as a context manager; ``__enter__`` tears down whatever it built if
+    setup fails half-way.
+    """
+
+    def __init__(self, workdir: str | os.PathLike[str], *, hosts: int = 3, prefix: str | None = None) -> None:
+        if hosts < 1:
+            raise ValueError("hosts must be >= 1")
+        self.workdir = Path(workdir)
+        self.count = hosts
+        self.prefix = prefix or f"wb{os.getpid()}"
+        if len(self.prefix) > 9:
+            raise ValueError(f"prefix {self.prefix!r} too long for interface names")
+        self.bridge_ns = f"{self.prefix}-br"
+        self.root_if = f"{self.prefix}r"
+        self.hosts: list[NetnsHost] = []
+        self.octet = 0
+        self.client_key = self.workdir / "id_ed25519"
+        self.known_hosts = self.workdir / "known_hosts"
+        self._namespaces: list[str] = []
+        self._sshd: dict[str, subprocess.Popen[bytes]] = {}
+
+    # -- lifecycle --
+    def __enter__(self) -> NetnsNetwork:
+        try:
+            self.up()
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
+
+    def up(self) -> None:
+        for tool in ("ip", "ssh-keygen", SSHD):
+            if _sh("sh", "-c", f"command -v {shlex.quote(tool)}", check=False).returncode != 0:
+                raise MissingToolError(tool, "apt-get install iproute2 openssh-server")
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        sweep_stale_networks()
+        self.octet = _free_octet(os.getpid())
+        _sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "wanbench-netns-client", "-f", str(self.client_key))
+        self._add_ns(self.bridge_ns)
+        _sh("ip", "-n", self.bridge_ns, "link", "add", "br0", "type", "bridge")
+        _sh("ip", "-n", self.bridge_ns, "link", "set", "br0", "up")
+        self._veth(self.root_if, None, f"198.18.{self.octet}.1/24")
+        for i in range(1, self.count + 1):
+            host = NetnsHost(name=f"h{i}", netns=f"{self.prefix}-h{i}", address=f"198.18.{self.octet}.{10 + i}")
+            self._add_ns(host.netns)
+            _sh("ip", "-n", host.netns, "link", "set", "lo", "up")
+            self._veth(f"{self.prefix}h{i}", host, f"{host.address}/24")
+            self.hosts.append(host)
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation directory
+        lines = [self._start_sshd(h) for h in self.hosts]
+        self.known_hosts.write_text("".join(lines))
+        for h in self.hosts:
+            wait_for(functools.partial(self._banner, h), what=f"sshd on {h.label}", timeout=15,
+                     hint=f"see {self.workdir / (h.name + '-sshd.log')}")
+
+    def down(self) -> None:
+        for name, proc in list(self._sshd.items()):
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    os.kill(proc.pid, signal.SIGKILL)
+                    proc.wait(timeout=5)
+            del self._sshd[name]
+        for ns in reversed(self._namespaces):
+            _delete_ns(ns)
+        self._namespaces.clear()
+        _sh("ip", "link", "del", self.root_if, check=False)  # normally gone with its peer already
+        self.hosts = []
+
+    # -- access --
+    def host(self, name: str) -> NetnsHost:
+        for h in self.hosts:
+            if h.name == name:
+                return h
+        raise KeyError(name)
+
+    @property
+    def gateway(self) -> str:
+        """The root namespace's address on the bridge (where the runner sits)."""
+        return f"198.18.{self.octet}.1"
+
+    def ssh(self, name: str, **kwargs: object):  # -> SSHExecutor, imported lazily (paramiko)
+        from wanbench.executors.ssh import SSHExecutor
+
+        h = self.host(name)
+        opts: dict[str, object] = {
+            "user": "root",
+            "port": h.ssh_port,
+            "key_filename": str(self.client_key),
+            "known_hosts": str(self.known_hosts),
+            "ssh_config": str(self.workdir / "no-ssh-config"),
+            "connect_timeout": 5.0,
+        }
+        opts.update(kwargs)
+        return SSHExecutor(h.address, **opts)  # type: ignore[arg-type]
+
+    def direct(self, name: str) -> NetnsExecutor:
+        h = self.host(name)
+        return NetnsExecutor(h.netns, host=h.name)
+
+    @staticmethod
+    def state_dir(netns: str) -> str:
+        """A per-host fault state directory: all namespaces share the root's /run."""
+        return f"/run/wanbench/netns-{netns}"
+
+    def sshd_pid(self, name: str) -> int:
+        return self._sshd[name].pid
+
+    # -- helpers --
+    def _add_ns(self, ns: str) -> None:
+        _sh("ip", "netns", "add", ns)
+        self._namespaces.append(ns)
+
+    def _veth(self, ifname: str, host: NetnsHost | None, cidr: str) -> None:
+        peer = f"{ifname}b"
+        _sh("ip", "link", "add", ifname, "type", "veth", "peer", "name", peer)
+        _sh("ip", "link", "set", peer, "netns", self.bridge_ns)
+        _sh("ip", "-n", self.bridge_ns, "link", "set", peer, "master", "br0", "up")
+        if host is None:
+            _sh("ip", "addr", "add", cidr, "dev", ifname)
+            _sh("ip", "link", "set", ifname, "up")
+            return
+        _sh("ip", "link", "set", ifname, "netns", host.netns)
+        _sh("ip", "-n", host.netns, "link", "set", ifname, "name", host.interface)
+        _sh("ip", "-n", host.netns, "addr", "add", cidr, "dev", host.interface)
+        _sh("ip", "-n", host.netns, "link", "set", host.interface, "up")
+
+    def _start_sshd(self, h: NetnsHost) -> str:
+        """Start sshd in ``h``'s namespace; return its known_hosts line."""
+        key = self.workdir / f"{h.name}_host_ed25519"
+        _sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", h.name, "-f", str(key))
+        auth = self.workdir / "authorized_keys"
+        auth.write_text(Path(f"{self.client_key}.pub").read_text())
+        cfg = self.workdir / f"{h.name}-sshd_config"
+        cfg.write_text(
+            "\n".join([
+                f"Port {h.ssh_port}",
+                f"ListenAddress {h.address}",
+                f"HostKey {key}",
+                f"AuthorizedKeysFile {auth}",
+                "PermitRootLogin prohibit-password",
+                "PasswordAuthentication no",
+                "KbdInteractiveAuthentication no",
+                "UsePAM no",
+                "StrictModes no",
+                "PidFile none",
+                "LogLevel ERROR",
+                "",
+            ])
+        )
+        log = open(self.workdir / f"{h.name}-sshd.log", "ab")  # noqa: SIM115 - handed to the child
+        try:
+            proc = subprocess.Popen(
+                ["ip", "netns", "exec", h.netns, SSHD, "-D", "-e", "-f", str(cfg)],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+            )
+        finally:
+            log.close()
+        self._sshd[h.name] = proc
+        pub = Path(f"{key}.pub").read_text().split()
+        hostpat = h.address if h.ssh_port == 22 else f"[{h.address}]:{h.ssh_port}"
+        return f"{hostpat} {pub[0]} {pub[1]}\n"
+
+    def _banner(self, h: NetnsHost) -> bool:
+        proc = self._sshd[h.name]
+        if proc.poll() is not None:
+            raise InfrastructureError(f"sshd for {h.label} exited with {proc.returncode}; "
+                                      f"see {self.workdir / (h.name + '-sshd.log')}")
+        with socket.create_connection((h.address, h.ssh_port), timeout=1) as s:
+            s.settimeout(1)
+            return s.recv(4).startswith(b"SSH-")
