@@ -17,7 +17,9 @@ from typing import Any, Protocol
 import mysql.connector
 
 from wanbench.errors import FaultError, FaultVerificationError
+from wanbench.executors.local import LocalExecutor
 from wanbench.faults.base import Evidence, Fault, FaultKind, Mechanism
+from wanbench.faults.probe import Capabilities, choose_mechanism, probe
 from wanbench.faults.toxiproxy import TOXIC_PREFIX, ToxiproxyMechanism, expected_added_ms
 from wanbench.lab import DATABASE, Credentials, Lab
 from wanbench.procs import ProcessHandle, proc_start_time, spawn
@@ -89,6 +91,7 @@ class LabCluster:
         self._deadlines = lab.run_dir / f"deadlines-{tag}.json"
         self._toxiproxy = ToxiproxyMechanism(lab.toxiproxy, self.topology, tag=tag)
         self._mechanisms: dict[FaultKind, Mechanism] = {}
+        self._caps: Capabilities | None = None
 
     # -- connections ---------------------------------------------------------------
     def sql_targets(self, path: str) -> list[SqlTarget]:
@@ -111,12 +114,20 @@ class LabCluster:
             self._mechanisms[kind] = self._make_mechanism(kind)
         return self._mechanisms[kind]
 
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this machine's kernel can do, probed once (never guessed from error text)."""
+        if self._caps is None:
+            self._caps = probe(LocalExecutor("localhost"))
+        return self._caps
+
     def _make_mechanism(self, kind: FaultKind) -> Mechanism:
-        if kind is FaultKind.DELAY:
+        name = choose_mechanism(kind, self.capabilities)
+        if name == "toxiproxy":
             return self._toxiproxy
         from wanbench.faults.lab_tc import lab_link_mechanism  # tc/nft on lo, scoped to link ports
 
-        return lab_link_mechanism(kind, self.topology, tag=self.tag)
+        return lab_link_mechanism(kind, self.topology, tag=self.tag, mechanism=name)
 
     def faulted_links(self, fault: Fault) -> list[Link]:
         return self._toxiproxy.links_for(fault)
@@ -142,7 +153,7 @@ class LabCluster:
         return self.verify_cleared(fault, evidence)
 
     def verify(self, fault: Fault, evidence: Evidence) -> Evidence:
-        if fault.level.kind is not FaultKind.DELAY:
+        if fault.level.kind is not FaultKind.DELAY:  # delay is measured the same way for every mechanism
             from wanbench.faults.lab_tc import verify_lab_fault
 
             return verify_lab_fault(self, fault, evidence)
@@ -166,7 +177,7 @@ class LabCluster:
 
     def verify_cleared(self, fault: Fault, evidence: Evidence) -> Evidence:
         present: list[str]
-        if fault.level.kind is FaultKind.DELAY:
+        if self.mechanism(fault.level.kind) is self._toxiproxy:
             present = self._toxiproxy.present(fault)
         else:
             from wanbench.faults.lab_tc import present_rules
@@ -221,14 +232,14 @@ class LabCluster:
         )
 
     def _arm(self, fault: Fault, expected_duration_s: float) -> None:
-        if fault.level.kind is not FaultKind.DELAY:
+        if self.mechanism(fault.level.kind) is not self._toxiproxy:
             return  # tc/nft mechanisms arm their own timer on the host
         pending = json.loads(self._deadlines.read_text()) if self._deadlines.exists() else {}
         pending[f"{TOXIC_PREFIX}{self.tag}-"] = time.time() + expected_duration_s + self.grace_s
         self._deadlines.write_text(json.dumps(pending))
 
     def _disarm(self, fault: Fault) -> None:
-        if fault.level.kind is not FaultKind.DELAY or not self._deadlines.exists():
+        if self.mechanism(fault.level.kind) is not self._toxiproxy or not self._deadlines.exists():
             return
         self._deadlines.write_text("{}")
 
@@ -250,7 +261,8 @@ class LabCluster:
             "versions": {"mariadb": self.lab.state().get("version", "")},
             "topology_shape": self.topology.shape(),
             "client": client_facts(),
-            "mechanisms": {"delay": "toxiproxy", "rate": "tc", "loss": "nft"},
+            "mechanisms": {k.value: choose_mechanism(k, self.capabilities) for k in FaultKind},
+            "kernel": self.capabilities.label,
             "endpoints": {p: "%s:%d" % self.lab.endpoint(p) for p in ("proxy", "direct")},
         }
 
