@@ -1,0 +1,87 @@
+"""Selftest-only fixtures: a session-wide network of namespace hosts with real sshd.
+
+Loaded only for selftests/; the performance suite never sees these.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from wanbench.executors.ssh import SSHExecutor
+from wanbench.netns import NetnsNetwork
+
+
+def _missing_prerequisite() -> str | None:
+    if os.geteuid() != 0:
+        return "network namespaces need root"
+    for tool in ("ip", "tc", "nft", "ssh-keygen", "/usr/sbin/sshd", "python3"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed"
+    return None
+
+
+@pytest.fixture(scope="session")
+def netns_net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetnsNetwork]:
+    """Three hosts h1..h3 on one bridge, each with its own sshd; the runner sits at ``.gateway``."""
+    reason = _missing_prerequisite()
+    if reason:
+        pytest.skip(reason)
+    with NetnsNetwork(tmp_path_factory.mktemp("netns"), hosts=3) as net:
+        yield net
+
+
+@pytest.fixture
+def ssh_h(netns_net: NetnsNetwork) -> Iterator[dict[str, SSHExecutor]]:
+    """One SSH executor per host, closed after the test."""
+    execs = {h.name: netns_net.ssh(h.name) for h in netns_net.hosts}
+    try:
+        yield execs
+    finally:
+        for ex in execs.values():
+            ex.close()
+
+
+def _leftovers(net: NetnsNetwork, name: str) -> list[str]:
+    """What wanbench left on a host: our qdiscs, wanbench_* tables, state files (empty = clean)."""
+    host = net.host(name)
+    d = net.direct(name)
+    left: list[str] = []
+    qd = "".join(d.run(["tc", "qdisc", "show", "dev", dev]).stdout for dev in (host.interface, "lo"))
+    if "1a57:" in qd:
+        left.append(f"qdisc: {qd.strip()}")
+    tables = d.run(["nft", "list", "tables"]).stdout
+    if "wanbench_" in tables:
+        left.append(f"nft: {tables.strip()}")
+    sd = Path(net.state_dir(host.netns))
+    if sd.is_dir() and any(sd.iterdir()):
+        left.append(f"state: {sorted(p.name for p in sd.iterdir())}")
+    return left
+
+
+@pytest.fixture
+def leftovers(netns_net: NetnsNetwork) -> Callable[[], dict[str, list[str]]]:
+    """Call it to get what wanbench left on each host (our qdiscs, wanbench_* tables, state files)."""
+
+    def check() -> dict[str, list[str]]:
+        return {h.name: found for h in netns_net.hosts if (found := _leftovers(netns_net, h.name))}
+
+    return check
+
+
+def pid_alive(pid: int) -> bool:
+    """Running (a zombie waiting for a PID 1 that does not reap counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.fixture
+def alive() -> Callable[[int], bool]:
+    return pid_alive

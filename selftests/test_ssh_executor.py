@@ -1,0 +1,122 @@
+"""SSHExecutor against real sshd processes in namespace hosts."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from wanbench.errors import CommandError, HostKeyError, HostUnreachableError
+from wanbench.executors import get_executor
+from wanbench.executors.ssh import SSHExecutor
+from wanbench.netns import NetnsNetwork
+
+pytestmark = pytest.mark.netns
+
+
+def test_argv_is_quoted_not_interpolated(ssh_h: dict[str, SSHExecutor]) -> None:
+    args = ["a b", "$(echo INJECTED)", "'q'", "x;echo INJECTED", "*"]
+    res = ssh_h["h1"].run(["printf", "%s|", *args])
+    assert res.stdout == "|".join(args) + "|"
+    assert res.ok
+    assert res.host == ssh_h["h1"].host
+
+
+def test_input_status_and_check(ssh_h: dict[str, SSHExecutor]) -> None:
+    ex = ssh_h["h1"]
+    assert ex.run(["cat"], input="hello\n").stdout == "hello\n"
+    res = ex.run(["sh", "-c", "echo oops >&2; exit 3"], check=False)
+    assert (res.exit_status, res.stderr.strip()) == (3, "oops")
+    with pytest.raises(CommandError, match="exit 3") as info:
+        ex.run(["sh", "-c", "echo oops >&2; exit 3"])
+    assert info.value.exit_status == 3
+
+
+def test_timeout_then_connection_is_reused(ssh_h: dict[str, SSHExecutor]) -> None:
+    ex = ssh_h["h2"]
+    start = time.monotonic()
+    with pytest.raises(CommandError, match="timed out") as info:
+        ex.run(["sleep", "20"], timeout=0.5)
+    assert info.value.exit_status is None
+    assert time.monotonic() - start < 10
+    transport = ex._client.get_transport() if ex._client else None  # noqa: SLF001 - checking reuse
+    assert ex.run(["echo", "ok"]).stdout == "ok\n"
+    assert ex._client is not None
+    assert ex._client.get_transport() is transport
+
+
+def test_reconnects_after_the_connection_drops(ssh_h: dict[str, SSHExecutor]) -> None:
+    ex = ssh_h["h3"]
+    # kill the sshd session process that serves this very connection
+    with pytest.raises(HostUnreachableError, match="closed before the command reported"):
+        ex.run(["sh", "-c", "kill -9 $PPID; sleep 30"], timeout=20)
+    assert ex.run(["echo", "back"]).stdout == "back\n"
+
+
+def test_unreachable_host_is_one_clear_error(netns_net: NetnsNetwork, tmp_path: Path) -> None:
+    refused = SSHExecutor(netns_net.host("h1").address, port=2, user="root", known_hosts=tmp_path / "kh",
+                          ssh_config=tmp_path / "none", connect_timeout=3)
+    with pytest.raises(HostUnreachableError, match=r"cannot connect over SSH"):
+        refused.run(["true"])
+    nobody = f"198.18.{netns_net.octet}.250"  # inside our own subnet, no host there
+    silent = SSHExecutor(nobody, user="root", known_hosts=tmp_path / "kh", ssh_config=tmp_path / "none",
+                         connect_timeout=1.5)
+    with pytest.raises(HostUnreachableError, match=nobody):
+        silent.run(["true"], timeout=5)
+
+
+def test_host_key_mismatch_refuses_to_connect(netns_net: NetnsNetwork, tmp_path: Path) -> None:
+    h1, h2 = netns_net.host("h1"), netns_net.host("h2")
+    lines = netns_net.known_hosts.read_text().splitlines()
+    h2_key = next(ln for ln in lines if ln.startswith(h2.address + " ")).split(" ", 1)[1]
+    forged = tmp_path / "known_hosts"
+    forged.write_text(f"{h1.address} {h2_key}\n")  # h1's address with another host's key
+    ex = netns_net.ssh("h1", known_hosts=str(forged))
+    with pytest.raises(HostKeyError, match="HOST KEY MISMATCH"):
+        ex.run(["touch", "/tmp/should-not-exist"])
+    # a changed key is refused even when new hosts may be accepted
+    ex = netns_net.ssh("h1", known_hosts=str(forged), accept_new_host_keys=True)
+    with pytest.raises(HostKeyError, match="HOST KEY MISMATCH"):
+        ex.run(["true"])
+    assert forged.read_text() == f"{h1.address} {h2_key}\n"
+
+
+def test_unknown_host_rejected_unless_accept_new(netns_net: NetnsNetwork, tmp_path: Path) -> None:
+    kh = tmp_path / "ssh" / "known_hosts"
+    with pytest.raises(HostKeyError, match="not in known_hosts"):
+        netns_net.ssh("h2", known_hosts=str(kh)).run(["true"])
+    assert not kh.exists()
+    ex = netns_net.ssh("h2", known_hosts=str(kh), accept_new_host_keys=True)
+    assert ex.run(["echo", "hi"]).stdout == "hi\n"
+    ex.close()
+    assert netns_net.host("h2").address in kh.read_text()
+    # from now on the recorded key is trusted without the option
+    strict = netns_net.ssh("h2", known_hosts=str(kh))
+    assert strict.run(["true"]).ok
+    strict.close()
+
+
+def test_user_port_identity_from_ssh_config(netns_net: NetnsNetwork, tmp_path: Path) -> None:
+    h3 = netns_net.host("h3")
+    cfg = tmp_path / "config"
+    cfg.write_text(
+        f"Host db-node-3\n  HostName {h3.address}\n  User root\n  Port {h3.ssh_port}\n"
+        f"  IdentityFile {netns_net.client_key}\n  UserKnownHostsFile {netns_net.known_hosts}\n"
+    )
+    ex = get_executor("ssh", host="db-node-3", ssh_config=str(cfg))
+    assert isinstance(ex, SSHExecutor)
+    assert (ex.hostname, ex.user, ex.port) == (h3.address, "root", h3.ssh_port)
+    out = ex.run(["ip", "-o", "-4", "addr", "show", "eth0"]).stdout
+    ex.close()
+    assert h3.address in out
+
+
+def test_secrets_never_in_repr_or_errors(netns_net: NetnsNetwork, tmp_path: Path) -> None:
+    key_text = netns_net.client_key.read_text()
+    ex = netns_net.ssh("h1", known_hosts=str(tmp_path / "empty"))
+    with pytest.raises(HostKeyError) as info:
+        ex.run(["true"])
+    secret_line = key_text.splitlines()[1]
+    assert secret_line not in str(info.value)
+    assert secret_line not in repr(ex)
