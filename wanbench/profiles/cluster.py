@@ -71,6 +71,7 @@ class TidbCluster:
         executors: Mapping[str, Executor] | None = None,
         pending_interval_s: float = 5.0,
         state_dir_for: Callable[[str], str] | None = None,
+        accept_new_host_keys: bool = False,
     ) -> None:
         self.topology = topology
         self.tag = tag
@@ -81,6 +82,7 @@ class TidbCluster:
         self.grace_s = grace_s
         self.pending_interval_s = pending_interval_s
         self.state_dir_for = state_dir_for  # per-host dead-man directory (namespace test hosts share /run)
+        self.accept_new_host_keys = accept_new_host_keys
         self.run = RunInfo.current()
         self._executors: dict[str, Executor] | None = dict(executors) if executors is not None else None
         self._preflight: PreflightReport | None = None
@@ -100,7 +102,8 @@ class TidbCluster:
                 return default
 
         return cls(topology, tag=tag, dry_run=bool(opt("dry_run", False)), pd_url=opt("pd_url"),
-                   load_host=opt("load_host"), grace_s=float(opt("fault_grace", 60.0) or 60.0))
+                   load_host=opt("load_host"), grace_s=float(opt("fault_grace", 60.0) or 60.0),
+                   accept_new_host_keys=bool(opt("ssh_accept_new_hosts", False)))
 
     # -- hosts -----------------------------------------------------------------------------------------
     @property
@@ -108,7 +111,7 @@ class TidbCluster:
         if self.dry_run:
             raise InfrastructureError("dry run: no host is contacted")
         if self._executors is None:
-            self._executors = ssh_executors(self.topology)
+            self._executors = ssh_executors(self.topology, accept_new_host_keys=self.accept_new_host_keys)
         return self._executors
 
     def preflight(self) -> PreflightReport:

@@ -414,7 +414,8 @@ def preflight(
 
 
 def ssh_executors(topology: Topology, hosts: Iterable[str] | None = None, **overrides: Any) -> dict[str, Executor]:
-    """One SSH executor per host, from the cluster settings (never accepts unknown host keys).
+    """One SSH executor per host, from the cluster settings (unknown host keys refused unless
+    ``accept_new_host_keys=True`` is passed on the user's explicit request).
 
     ``overrides`` go to every ``SSHExecutor`` (e.g. ``ssh_config=``).
     """
@@ -426,8 +427,10 @@ def ssh_executors(topology: Topology, hosts: Iterable[str] | None = None, **over
     for h in wanted:
         kw: dict[str, Any] = {"user": s.ssh_user, "port": s.ssh_port_of(h), "key_filename": s.ssh_key,
                               "known_hosts": s.known_hosts, "connect_timeout": s.connect_timeout}
+        # An unknown host key stops the run unless the user explicitly opted in
+        # (--ssh-accept-new-hosts); a changed key is refused either way.
+        kw["accept_new_host_keys"] = False
         kw.update(overrides)
-        kw["accept_new_host_keys"] = False  # preflight's promise: an unknown host key stops the run
         out[h] = get_executor("ssh", host=h, **kw)
     return out
 
