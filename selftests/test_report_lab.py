@@ -53,7 +53,7 @@ def lab_report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, A
         results, report_dir = tmp / "results", tmp / "report"
         cmd = [sys.executable, "-m", "pytest", "tests/rtt", "-k", "rtt and replica_write", "--rtt", "0,50ms",
                "--concurrency", "10,50", "--rounds", "2", "--queries", "200", "--lab-port-base", str(PORT_BASE),
-               "--lab-dir", str(tmp / "lab"), f"--alluredir={results}", "-p", "fixtures.allure_report",
+               "--lab-dir", str(tmp / "lab"), f"--alluredir={results}",
                "-p", "no:cacheprovider", "-q"]
         proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=900, check=False)
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

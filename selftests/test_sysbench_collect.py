@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def collect(*args: str) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "fixtures.sysbench",
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider",
            "tests/sysbench", "--collect-only", "-q", *args]
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
 

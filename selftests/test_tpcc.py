@@ -399,8 +399,6 @@ def test_tests_tpcc_collects_warehouses_by_threads_and_documents_options():
     """``test_tpcc[w1-t4]``: the cells and options, without running anything."""
     root = Path(__file__).resolve().parent.parent
     base = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider"]
-    if '"fixtures.tpcc"' not in (root / "conftest.py").read_text():  # until the root conftest loads it
-        base += ["-p", "fixtures.tpcc", "-W", "ignore::pytest.PytestAssertRewriteWarning"]
     out = subprocess.run([*base, "--collect-only", "-q", "tests/tpcc", "--warehouses", "1,2", "--threads", "4,8"],
                          cwd=root, capture_output=True, text=True, timeout=120, check=False)
     ids = [line.split("::")[-1] for line in out.stdout.splitlines() if "::test_tpcc[" in line]
