@@ -4,10 +4,12 @@ a run ends normally, by Ctrl-C, or by ``kill -9``."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -133,18 +135,18 @@ def test_kill_9_of_the_runner_then_lab_down_leaves_nothing(tmp_path: Path) -> No
 
 def test_ctrl_c_mid_fault_leaves_nothing(tmp_path: Path) -> None:
     run_dir, base = tmp_path / "lab", 23470
+    scratch_before = set(Path(tempfile.gettempdir()).glob("wanbench-run-*"))
     proc = _start_suite(run_dir, base)
     client = ToxiproxyClient(f"http://127.0.0.1:{base}")
     _wait_for_toxic(client, proc)
     pids = recorded_pids(run_dir)
-    import os
-
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
     out, _ = proc.communicate(timeout=180)
     assert proc.returncode != 0
     assert "KeyboardInterrupt" in out or "Interrupted" in out, out[-2000:]
     assert not any(pid_alive(p) for p in pids), out[-2000:]
     assert not run_dir.exists(), out[-2000:]
+    assert set(Path(tempfile.gettempdir()).glob("wanbench-run-*")) <= scratch_before, "scratch dir left behind"
     with pytest.raises(InfrastructureError):
         client.our_toxics()  # Toxiproxy itself is gone
 
