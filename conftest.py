@@ -5,6 +5,7 @@ pytest_plugins = [
     "fixtures.faults",
     "fixtures.workloads",
     "fixtures.reporting",
+    "fixtures.gate",
     "fixtures.sysbench",
     "fixtures.tpcc",
     "fixtures.allure_report",

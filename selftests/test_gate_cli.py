@@ -1,0 +1,148 @@
+"""``python -m wanbench compare``: the verdict table and the exit status a
+pipeline gates on, from results documents and baseline-store files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from wanbench.gate.baseline import BaselineStore, Fingerprint
+from wanbench.results import CellResult, Round, WorkloadResult, results_document
+
+ROOT = Path(__file__).resolve().parent.parent
+BATCHES = json.loads((ROOT / "selftests" / "data" / "gate" / "probe_read_batches.json").read_text())["batches"]
+CTX: dict[str, Any] = {
+    "profile": "lab",
+    "versions": {"mariadb": "10.11.19"},
+    "topology_shape": {"primary": 1, "proxy": 1, "replica": 1},
+    "client": {"cpu_model": "Intel Xeon", "cores": 2},
+    "params": {"rounds": 5, "queries": 20000},
+}
+QPS_ONLY = "profile: lab\nrules:\n  - baseline:\n      qps: 5%\n"
+
+
+def cell(scenario: str, level: str, tag: str) -> CellResult:
+    rounds = tuple(Round.from_json(r) for r in BATCHES[tag])
+    w = WorkloadResult("probe_read", 8, rounds, rounds[0].latency_ms)
+    value = 0 if level == "0ms" else float(level.removesuffix("ms"))
+    return CellResult(f"t[{scenario}-{level}]", "rtt", scenario, {"kind": "delay", "value": value, "label": level},
+                      8, w, path="proxy")
+
+
+def doc(path: Path, cells: list[CellResult], **ctx_changes: Any) -> Path:
+    ctx = json.loads(json.dumps(CTX))
+    for k, v in ctx_changes.items():
+        ctx[k] = v
+    run = {"id": path.stem, "started": "2026-11-22T17:40:00+00:00", **ctx}
+    path.write_text(json.dumps(results_document(run, cells)))
+    return path
+
+
+def compare(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "wanbench", "compare", *map(str, args)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.fixture
+def budgets(tmp_path: Path) -> Path:
+    path = tmp_path / "budgets.yaml"
+    path.write_text(QPS_ONLY)
+    return path
+
+
+def test_regression_exits_1_and_prints_the_table(tmp_path: Path, budgets: Path) -> None:
+    base = doc(tmp_path / "base.json", [cell("replica_read", "50ms", "handicap6-base"),
+                                        cell("proxy", "50ms", "same1-base")])
+    cur = doc(tmp_path / "cur.json", [cell("replica_read", "50ms", "handicap6-current"),
+                                      cell("proxy", "50ms", "same1-base")])
+    res = compare(base, cur, "--budgets", budgets, "--json", tmp_path / "verdicts.json")
+    assert res.returncode == 1, res.stdout + res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0].split() == ["cell", "verdict", "QPS"]
+    assert any(line.split()[-2:] == ["regression", "-14.0%"] for line in lines if line.startswith("replica_read"))
+    assert ("[regression] replica_read rtt=50ms c=8: QPS 20872 is 14.0% below baseline 24278 (budget 5%, "
+            "p=0.004, 5 rounds vs 5, baseline 2026-11-22 mariadb 10.11.19)") in res.stdout
+    assert "2 cells: 1 inconclusive, 1 regression" in res.stdout  # alpha is shared by the two cells
+    verdicts = json.loads((tmp_path / "verdicts.json").read_text())
+    assert [v["status"] for v in verdicts] == ["regression", "inconclusive"]
+
+
+def test_same_run_exits_0(tmp_path: Path, budgets: Path) -> None:
+    cells = [cell("replica_read", "50ms", "same1-base")]
+    base = doc(tmp_path / "base.json", cells)
+    res = compare(base, base, "--budgets", budgets)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "1 cells: 1 pass" in res.stdout
+
+
+def test_default_budgets_of_the_profile_are_used(tmp_path: Path) -> None:
+    cells = [cell("replica_read", "0ms", "handicap5-base"), cell("replica_read", "50ms", "handicap5-current")]
+    base = doc(tmp_path / "base.json", cells)
+    res = compare(base, base)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "2 cells:" in res.stdout
+
+
+def test_other_environment_is_incomparable_and_exits_0(tmp_path: Path, budgets: Path) -> None:
+    base = doc(tmp_path / "base.json", [cell("replica_read", "50ms", "handicap6-base")])
+    cur = doc(tmp_path / "cur.json", [cell("replica_read", "50ms", "handicap6-current")],
+              client={"cpu_model": "Intel Xeon", "cores": 4})
+    res = compare(base, cur, "--budgets", budgets)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "[incomparable] replica_read rtt=50ms c=8: incomparable with the stored baseline: client.cores: 2 -> 4" in (
+        res.stdout
+    )
+
+
+def test_new_server_version_needs_release(tmp_path: Path, budgets: Path) -> None:
+    base = doc(tmp_path / "base.json", [cell("replica_read", "50ms", "handicap6-base")])
+    cur = doc(tmp_path / "cur.json", [cell("replica_read", "50ms", "handicap6-current")],
+              versions={"mariadb": "10.11.20"})
+    refused = compare(base, cur, "--budgets", budgets)
+    assert refused.returncode == 0
+    assert "versions.mariadb: 10.11.19 -> 10.11.20" in refused.stdout
+    gated = compare(base, cur, "--budgets", budgets, "--release", "10.11.20")
+    assert gated.returncode == 1, gated.stdout
+    assert "[regression]" in gated.stdout
+
+
+def test_baseline_store_file_as_baseline(tmp_path: Path, budgets: Path) -> None:
+    store = BaselineStore(tmp_path / "store")
+    fp = Fingerprint.from_context(CTX)
+    for tag in ("handicap6-base", "handicap2-base", "handicap3-base"):
+        store.save(fp, [cell("replica_read", "50ms", tag)], accepted_at="2026-11-20T10:00:00+00:00")
+    cur = doc(tmp_path / "cur.json", [cell("replica_read", "50ms", "handicap6-current")])
+    res = compare(tmp_path / "store" / fp.filename, cur, "--budgets", budgets)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "5 rounds vs 15, baseline 2026-11-20 mariadb 10.11.19, 3 accepted runs)" in res.stdout
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("not json", "cannot read"),
+        ('{"schema": 1}', "neither a results document"),
+        ('{"schema": 7, "results": []}', "results schema 7"),
+    ],
+)
+def test_unusable_input_exits_2(tmp_path: Path, content: str, message: str) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    res = compare(bad, bad)
+    assert res.returncode == 2
+    assert "wanbench: error:" in res.stderr
+    assert message in res.stderr
+
+
+def test_bad_budget_file_exits_2_with_line(tmp_path: Path) -> None:
+    base = doc(tmp_path / "base.json", [cell("replica_read", "50ms", "handicap6-base")])
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("profile: lab\nrules:\n  - baseline:\n      qps: 5%\n      latency_ms.p42: 5%\n")
+    res = compare(base, base, "--budgets", bad)
+    assert res.returncode == 2
+    assert f"{bad}:5: unknown metric 'latency_ms.p42'" in res.stderr

@@ -1,0 +1,147 @@
+"""The baseline store: one file per environment fingerprint, the last N
+accepted runs per cell, and runs from another environment never compared."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from wanbench.errors import ConfigError
+from wanbench.gate.baseline import BaselineStore, Fingerprint, cell_key, read_store_file, samples_of
+from wanbench.results import CellResult, Latency, Round, WorkloadResult
+
+CTX: dict[str, Any] = {
+    "profile": "lab",
+    "versions": {"mariadb": "10.11.19"},
+    "topology_shape": {"primary": 1, "proxy": 1, "replica": 1},
+    "client": {"cpu_model": "Intel Xeon", "cores": 2},
+    "params": {"rounds": 5, "queries": 20000},
+}
+
+
+def cell(scenario: str, qps: list[float], level: str = "50ms", value: float = 50) -> CellResult:
+    rounds = tuple(
+        Round(seconds=20000 / q, queries=20000, qps=q, latency_ms=Latency(p50=0.3, p95=0.5, p99=0.9)) for q in qps
+    )
+    w = WorkloadResult("probe_read", 8, rounds, Latency(p95=0.5))
+    return CellResult(f"test_rtt[{scenario}-{level}-c8]", "rtt", scenario, {"kind": "delay", "value": value,
+                      "label": level}, 8, w, path="proxy")
+
+
+def fp(**changes: Any) -> Fingerprint:
+    ctx = json.loads(json.dumps(CTX))
+    for dotted, value in changes.items():
+        *parents, leaf = dotted.split("__")
+        target = ctx
+        for p in parents:
+            target = target[p]
+        target[leaf] = value
+    return Fingerprint.from_context(ctx)
+
+
+def test_samples_are_per_round_and_key_names_the_cell() -> None:
+    c = cell("replica_read", [100.0, 110.0, 90.0])
+    s = samples_of(c)
+    assert s["qps"] == [100.0, 110.0, 90.0]
+    assert s["latency_ms.p99"] == [0.9, 0.9, 0.9]
+    assert "tps" not in s  # the probe does not measure it
+    key = cell_key(c)
+    assert key.label == "replica_read rtt=50ms c=8"
+    assert key.id == "rtt/replica_read/50ms/c=8/proxy/probe_read"
+    assert samples_of(c.to_json()) == s
+
+
+def test_keeps_the_last_n_runs_per_cell(tmp_path: Path) -> None:
+    store = BaselineStore(tmp_path, keep=3)
+    for i in range(5):
+        cells = [cell("replica_read", [1000.0 + i] * 2)]
+        if i == 0:
+            cells.append(cell("primary", [500.0, 501.0]))
+        store.save(fp(), cells, accepted_at=f"2026-11-2{i}T10:00:00+00:00")
+    bf = read_store_file(tmp_path / fp().filename)
+    read = bf.cell(cell_key(cell("replica_read", [1.0])))
+    assert read is not None
+    assert read.runs == 3
+    assert read.samples["qps"] == [1002.0, 1002.0, 1003.0, 1003.0, 1004.0, 1004.0]
+    assert read.describe() == "baseline 2026-11-24 mariadb 10.11.19, 3 accepted runs"
+    primary = bf.cell(cell_key(cell("primary", [1.0])))
+    assert primary is not None
+    assert primary.runs == 1
+    doc = json.loads((tmp_path / fp().filename).read_text())
+    assert doc["schema"] == 1
+    assert doc["kind"] == "wanbench-baseline"
+    assert len(doc["runs"]) == 4  # run 0 kept for 'primary' only
+
+
+def test_lookup_same_environment_finds_the_file(tmp_path: Path) -> None:
+    store = BaselineStore(tmp_path)
+    store.save(fp(), [cell("replica_read", [1.0, 2.0])])
+    found = store.lookup(fp())
+    assert found.file is not None
+    assert not found.incomparable
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        ({"client__cores": 4}, "client.cores: 2 -> 4"),
+        ({"client__cpu_model": "AMD EPYC"}, "client.cpu_model: Intel Xeon -> AMD EPYC"),
+        ({"params__queries": 2000}, "params.queries: 20000 -> 2000"),
+        ({"topology_shape__replica": 2}, "topology_shape.replica: 1 -> 2"),
+    ],
+)
+def test_other_environment_is_incomparable_and_says_what_differs(
+    tmp_path: Path, change: dict[str, Any], expected: str
+) -> None:
+    store = BaselineStore(tmp_path)
+    store.save(fp(), [cell("replica_read", [1.0, 2.0])])
+    found = store.lookup(fp(**change))
+    assert found.file is None
+    assert list(found.incomparable) == [expected]
+    assert "another environment" in found.note
+
+
+def test_client_host_name_is_not_hardware(tmp_path: Path) -> None:
+    store = BaselineStore(tmp_path)
+    store.save(fp(), [cell("replica_read", [1.0, 2.0])])
+    other_host = fp(client={"cpu_model": "Intel Xeon", "cores": 2, "host": "ci-7f3a", "python": "3.11.9"})
+    assert store.lookup(other_host).file is not None
+
+
+def test_server_version_change_needs_a_release_name(tmp_path: Path) -> None:
+    store = BaselineStore(tmp_path)
+    store.save(fp(), [cell("replica_read", [1.0, 2.0])])
+    newer = fp(versions__mariadb="10.11.20")
+    assert newer.filename == fp().filename  # versions are not part of the environment
+    refused = store.lookup(newer)
+    assert refused.file is None
+    assert refused.incomparable == ("versions.mariadb: 10.11.19 -> 10.11.20",)
+    assert "--release" in refused.note
+    assert store.lookup(newer, release="10.11.20-rc1").file is not None
+
+
+def test_empty_store_means_no_baseline(tmp_path: Path) -> None:
+    found = BaselineStore(tmp_path / "none").lookup(fp())
+    assert found.file is None
+    assert not found.incomparable
+    assert "no baseline in" in found.note
+
+
+def test_old_schema_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / fp().filename
+    path.write_text(json.dumps({"schema": 0, "kind": "wanbench-baseline", "fingerprint": CTX, "runs": []}))
+    with pytest.raises(ConfigError, match="baseline schema 0, this wanbench reads 1"):
+        BaselineStore(tmp_path).lookup(fp())
+
+
+def test_context_without_fingerprint_fields_is_refused() -> None:
+    with pytest.raises(ConfigError, match="run context lacks client, params"):
+        Fingerprint.from_context({"profile": "lab", "versions": {}, "topology_shape": {}})
+
+
+def test_nothing_to_save_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="nothing to save"):
+        BaselineStore(tmp_path).save(fp(), [cell("replica_read", [])])

@@ -1,0 +1,1 @@
+"""Default budget files, one per profile (package data)."""

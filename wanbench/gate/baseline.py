@@ -1,0 +1,329 @@
+"""The baseline store: accepted runs, one JSON file per environment.
+
+A run is only compared with runs made in the same environment: same
+profile, topology shape, client hardware and workload parameters (the
+*fingerprint*). Each fingerprint has its own schema-versioned file
+``<profile>-<hash>.json`` under the store directory, holding the raw
+per-round samples of the last N accepted runs of every cell. Server versions
+are recorded with each run; a change of version makes the run incomparable
+unless the run names the release under test (``--release``), because gating a
+new release against the previous one is the point of the gate.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from wanbench.errors import ConfigError
+from wanbench.gate.budgets import CellKey
+from wanbench.results import CellResult, write_json_atomic
+
+STORE_SCHEMA = 1
+#: the parts of a run context that must be equal for two runs to be compared
+ENV_FIELDS = ("profile", "topology_shape", "client", "params")
+#: the client facts that are hardware; host name, Python version... are not
+CLIENT_FIELDS = ("cpu_model", "cores")
+DEFAULT_KEEP = 5
+
+Samples = dict[str, list[float]]
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """What must not change between a baseline and the run it judges."""
+
+    profile: str
+    topology_shape: Mapping[str, Any]
+    client: Mapping[str, Any]
+    params: Mapping[str, Any]
+    versions: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_context(cls, ctx: Mapping[str, Any]) -> Fingerprint:
+        missing = [k for k in (*ENV_FIELDS, "versions") if k not in ctx]
+        if missing:
+            raise ConfigError(f"run context lacks {', '.join(missing)}: cannot fingerprint the environment")
+        return cls(
+            profile=str(ctx["profile"]),
+            topology_shape=_plain(ctx["topology_shape"]),
+            client=_plain({k: v for k, v in dict(ctx["client"]).items() if k in CLIENT_FIELDS}),
+            params=_plain(ctx["params"]),
+            versions=_plain(ctx["versions"]),
+        )
+
+    def env(self) -> dict[str, Any]:
+        return {k: _plain(getattr(self, k)) for k in ENV_FIELDS}
+
+    @property
+    def key(self) -> str:
+        blob = json.dumps(self.env(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+    @property
+    def filename(self) -> str:
+        safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in self.profile)
+        return f"{safe}-{self.key}.json"
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.env(), "versions": _plain(self.versions)}
+
+
+def _plain(value: Any) -> Any:
+    """JSON round-trip, so stored and live values compare equal."""
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
+
+
+def diff_fields(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """``["client.cores: 2 -> 4", ...]``: where two fingerprints differ."""
+    out: list[str] = []
+    for key in sorted(set(old) | set(new), key=str):
+        name = f"{prefix}{key}"
+        a, b = old.get(key, "<absent>"), new.get(key, "<absent>")
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            out.extend(diff_fields(a, b, prefix=f"{name}."))
+        elif a != b:
+            out.append(f"{name}: {_short(a)} -> {_short(b)}")
+    return out
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, default=str) if not isinstance(value, str) else value
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def cell_key(cell: CellResult | Mapping[str, Any]) -> CellKey:
+    if isinstance(cell, CellResult):
+        level, family, scenario, conc, path, workload = (
+            cell.level, cell.family, cell.scenario, cell.concurrency, cell.path, cell.workload.workload,
+        )
+    else:
+        level, family, scenario, conc, path, workload = (
+            cell.get("level") or {}, cell["family"], cell["scenario"], cell["concurrency"],
+            cell.get("path", ""), cell.get("workload", ""),
+        )
+    label = str(level.get("label", level.get("value", ""))) if isinstance(level, Mapping) else str(level)
+    return CellKey(str(family), str(scenario), label, int(conc), str(path or ""), str(workload or ""))
+
+
+def is_level0(cell: CellResult | Mapping[str, Any]) -> bool:
+    level = cell.level if isinstance(cell, CellResult) else (cell.get("level") or {})
+    return isinstance(level, Mapping) and level.get("value") == 0
+
+
+def _finite(values: Sequence[Any]) -> list[float]:
+    out = []
+    for v in values:
+        if v is None:
+            continue
+        f = float(v)
+        if not math.isnan(f):
+            out.append(f)
+    return out
+
+
+def samples_of(cell: CellResult | Mapping[str, Any]) -> Samples:
+    """Per-round values by metric name: the raw material of every verdict."""
+    if isinstance(cell, CellResult):
+        rounds = [r.to_json() for r in cell.workload.rounds]
+        extra: Mapping[str, Any] = cell.workload.extra
+    else:
+        rounds = list(cell.get("rounds") or [])
+        extra = cell.get("workload_extra") or {}
+    out: Samples = {
+        "qps": _finite([r.get("qps") for r in rounds]),
+        "tps": _finite([r.get("tps") for r in rounds]),
+        "error_rate": _finite(
+            [r.get("errors", 0) / (r.get("queries", 0) + r.get("errors", 0)) for r in rounds
+             if (r.get("queries", 0) + r.get("errors", 0)) > 0]
+        ),
+    }
+    for p in ("p50", "p95", "p99"):
+        out[f"latency_ms.{p}"] = _finite([(r.get("latency_ms") or {}).get(p) for r in rounds])
+    if "tpmc_rounds" in extra:
+        out["tpmc"] = _finite(list(extra["tpmc_rounds"]))
+    elif extra.get("tpmc") is not None:
+        out["tpmc"] = _finite([extra["tpmc"]])
+    return {k: v for k, v in out.items() if v}
+
+
+@dataclass(frozen=True)
+class BaselineCell:
+    """The pooled samples of one cell over the accepted runs that hold it."""
+
+    key: CellKey
+    samples: Samples
+    runs: int
+    accepted_at: str  # of the newest run
+    versions: Mapping[str, Any]
+    release: str
+    #: per metric, the median of each accepted run: how much runs differ
+    run_medians: Mapping[str, list[float]] = field(default_factory=dict)
+
+    def describe(self) -> str:
+        """``baseline 2026-11-20 mariadb 10.11.19`` for verdict messages."""
+        day = self.accepted_at[:10] if self.accepted_at else "unknown date"
+        parts = [f"baseline {day}"]
+        if self.release:
+            parts.append(self.release)
+        parts.extend(f"{k} {v}" for k, v in sorted(self.versions.items()))
+        text = " ".join(parts)
+        return text + (f", {self.runs} accepted runs" if self.runs > 1 else "")
+
+
+@dataclass
+class BaselineFile:
+    path: Path
+    fingerprint: Fingerprint
+    runs: list[dict[str, Any]]
+
+    def cell(self, key: CellKey) -> BaselineCell | None:
+        holding = [r for r in self.runs if key.id in r.get("cells", {})]
+        if not holding:
+            return None
+        pooled: Samples = {}
+        medians: dict[str, list[float]] = {}
+        for run in holding:
+            for metric, values in run["cells"][key.id].get("samples", {}).items():
+                vals = [float(v) for v in values]
+                pooled.setdefault(metric, []).extend(vals)
+                if vals:
+                    medians.setdefault(metric, []).append(statistics.median(vals))
+        newest = holding[-1]
+        return BaselineCell(
+            key, pooled, len(holding), str(newest.get("accepted_at", "")),
+            dict(newest.get("versions", {})), str(newest.get("release", "")), medians,
+        )
+
+    def versions(self) -> Mapping[str, Any]:
+        return dict(self.runs[-1].get("versions", {})) if self.runs else {}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": STORE_SCHEMA,
+            "kind": "wanbench-baseline",
+            "fingerprint": self.fingerprint.to_json(),
+            "key": self.fingerprint.key,
+            "runs": self.runs,
+        }
+
+
+def read_store_file(path: str | Path) -> BaselineFile:
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{path}: not a readable baseline file ({exc})") from None
+    return parse_store(data, path)
+
+
+def parse_store(data: Any, path: Path) -> BaselineFile:
+    if not isinstance(data, dict) or data.get("kind") != "wanbench-baseline":
+        raise ConfigError(f"{path}: not a wanbench baseline file")
+    if data.get("schema") != STORE_SCHEMA:
+        raise ConfigError(
+            f"{path}: baseline schema {data.get('schema')!r}, this wanbench reads {STORE_SCHEMA}; "
+            "move the old store aside and record new baselines"
+        )
+    fp = data["fingerprint"]
+    return BaselineFile(path, Fingerprint.from_context(fp), list(data.get("runs", [])))
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """What the store holds for a run: a file, or why there is none."""
+
+    file: BaselineFile | None
+    incomparable: tuple[str, ...] = ()  # differing fields, when the environment changed
+    note: str = ""
+
+
+class BaselineStore:
+    def __init__(self, directory: str | Path, *, keep: int = DEFAULT_KEEP) -> None:
+        if keep < 1:
+            raise ConfigError(f"--baseline-keep must be at least 1, not {keep}")
+        self.directory = Path(directory)
+        self.keep = keep
+
+    def files(self, profile: str | None = None) -> list[Path]:
+        if not self.directory.is_dir():
+            return []
+        found = sorted(self.directory.glob("*.json"), key=lambda p: p.stat().st_mtime)
+        return [p for p in found if profile is None or p.name.startswith(f"{profile}-")]
+
+    def lookup(self, fp: Fingerprint, *, release: str = "") -> Lookup:
+        """The baseline file for ``fp``; a store file for another environment
+        of the same profile makes the run incomparable, never compared."""
+        path = self.directory / fp.filename
+        if path.exists():
+            bf = read_store_file(path)
+            if bf.fingerprint.env() != fp.env():  # hash collision or edited file
+                return Lookup(None, tuple(diff_fields(bf.fingerprint.env(), fp.env())))
+            changed = diff_fields(dict(bf.versions()), dict(fp.versions), prefix="versions.")
+            if changed and not release:
+                return Lookup(
+                    None,
+                    tuple(changed),
+                    note="server versions changed; name the release under test with --release to gate it "
+                    "against this baseline",
+                )
+            return Lookup(bf)
+        others = self.files(fp.profile)
+        if not others:
+            return Lookup(None, note=f"no baseline in {self.directory} for profile {fp.profile!r}")
+        closest = read_store_file(others[-1])
+        return Lookup(
+            None,
+            tuple(diff_fields(closest.fingerprint.env(), fp.env())),
+            note=f"the store has baselines for another environment ({closest.path.name})",
+        )
+
+    def save(
+        self,
+        fp: Fingerprint,
+        cells: Sequence[CellResult | Mapping[str, Any]],
+        *,
+        release: str = "",
+        accepted_at: str | None = None,
+        run_id: str = "",
+    ) -> Path:
+        """Record ``cells`` as one accepted run; keep the last N runs per cell."""
+        path = self.directory / fp.filename
+        bf = read_store_file(path) if path.exists() else BaselineFile(path, fp, [])
+        when = accepted_at or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+        entry: dict[str, Any] = {
+            "id": run_id or when,
+            "accepted_at": when,
+            "release": release,
+            "versions": _plain(fp.versions),
+            "cells": {},
+        }
+        for cell in cells:
+            samples = samples_of(cell)
+            if samples:
+                entry["cells"][cell_key(cell).id] = {"samples": samples}
+        if not entry["cells"]:
+            raise ConfigError("nothing to save: no cell of this run has per-round samples")
+        bf.runs.append(entry)
+        prune(bf.runs, self.keep)
+        write_json_atomic(path, bf.to_json())
+        return path
+
+
+def prune(runs: list[dict[str, Any]], keep: int) -> None:
+    """Per cell, drop the samples of all but the newest ``keep`` runs holding
+    it; drop runs left with no cells."""
+    seen: dict[str, int] = {}
+    for run in reversed(runs):
+        for cid in list(run["cells"]):
+            seen[cid] = seen.get(cid, 0) + 1
+            if seen[cid] > keep:
+                del run["cells"][cid]
+    runs[:] = [r for r in runs if r["cells"]]

@@ -1,0 +1,485 @@
+"""Budget files: how much worse a cell may get before the gate fails it.
+
+A budget file is YAML::
+
+    version: 1
+    profile: lab                 # the scenario catalog rules are checked against
+    gate:
+      alpha: 0.05                # family-wise false-positive rate of one session
+      correction: holm           # holm | bonferroni | bh | none (compare CLI)
+    rules:
+      - family: "*"              # selectors: family, scenario, level,
+        scenario: "*"            #   concurrency, path, workload (globs / lists)
+        baseline:                # against the stored baseline of the same cell
+          qps: 5%                #   may drop at most 5 %
+          latency_ms.p99: 10%    #   may rise at most 10 %
+      - family: rtt
+        scenario: replica_read
+        level0:                  # against level 0 of the same run
+          qps: 10%
+      - absolute:                # fixed limits
+          latency_ms.p95: 250ms  #   at most 250 ms (qps/tps/tpmc: at least)
+
+Every rule that matches a cell applies; for the same check (kind and
+metric) the last matching rule wins, so specific rules go below general
+ones, and ``off`` switches a check off. Mistakes are reported with the file,
+the line and the reason, before anything runs.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from wanbench.errors import ConfigError
+from wanbench.faults.base import FAMILY_KIND, Level
+from wanbench.topology import Scenario, load_catalog
+
+#: metric -> True when higher is better
+METRICS: Mapping[str, bool] = {
+    "qps": True,
+    "tps": True,
+    "tpmc": True,
+    "latency_ms.p50": False,
+    "latency_ms.p95": False,
+    "latency_ms.p99": False,
+    "error_rate": False,
+}
+#: families whose cells carry a fault level; the others are plain workloads
+FAULT_FAMILIES = tuple(FAMILY_KIND)
+WORKLOAD_FAMILIES = ("sysbench", "tpcc")
+FAMILIES = FAULT_FAMILIES + WORKLOAD_FAMILIES
+CHECK_KINDS = ("baseline", "level0", "absolute")
+_SELECTORS = ("family", "scenario", "level", "concurrency", "path", "workload")
+_RULE_KEYS = set(_SELECTORS) | set(CHECK_KINDS) | {"name", "description"}
+_TOP_KEYS = {"version", "profile", "gate", "rules", "description"}
+_GATE_KEYS = {"alpha", "correction", "min_rounds"}
+_CORRECTIONS = ("holm", "bonferroni", "bh", "none")
+_PCT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
+_MS = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s)\s*$")
+
+
+@dataclass(frozen=True)
+class CellKey:
+    """The identity of a cell across runs: what is compared with what."""
+
+    family: str
+    scenario: str
+    level: str
+    concurrency: int
+    path: str = ""
+    workload: str = ""
+
+    @property
+    def id(self) -> str:
+        return f"{self.family}/{self.scenario}/{self.level}/c={self.concurrency}/{self.path}/{self.workload}"
+
+    @property
+    def label(self) -> str:
+        """``replica_write rtt=200ms c=1000``: how a DBA names the cell."""
+        text = f"{self.scenario} {self.family}={self.level} c={self.concurrency}"
+        if self.path not in ("", "proxy"):
+            text += f" via {self.path}"
+        return text
+
+    @classmethod
+    def parse(cls, text: str) -> CellKey:
+        family, scenario, level, conc, path, workload = text.split("/")
+        return cls(family, scenario, level, int(conc.removeprefix("c=")), path, workload)
+
+
+@dataclass(frozen=True)
+class Check:
+    """One resolved limit on one metric of one cell."""
+
+    kind: str  # baseline | level0 | absolute
+    metric: str
+    limit: float  # relative (0.05 = 5 %) for baseline/level0, a value for absolute
+    line: int
+    source: str
+
+    @property
+    def higher_is_better(self) -> bool:
+        return METRICS[self.metric]
+
+    def describe_limit(self) -> str:
+        if self.kind == "absolute":
+            op = ">=" if self.higher_is_better else "<="
+            return f"{op} {format_value(self.metric, self.limit)}"
+        if self.metric == "error_rate":
+            return f"{self.limit * 100:g} points"
+        return f"{self.limit * 100:g}%"
+
+
+@dataclass(frozen=True)
+class Rule:
+    line: int
+    name: str
+    selectors: Mapping[str, tuple[str, ...]]
+    checks: tuple[tuple[str, str, float | None, int], ...]  # kind, metric, limit (None = off), line
+
+    def matches(self, key: CellKey) -> bool:
+        for sel, patterns in self.selectors.items():
+            value = str(getattr(key, sel))
+            if not any(fnmatch.fnmatchcase(value, p) for p in patterns):
+                return False
+        return True
+
+
+@dataclass(frozen=True)
+class GatePolicy:
+    alpha: float = 0.05
+    correction: str = "holm"
+    min_rounds: int = 3
+
+
+@dataclass(frozen=True)
+class Budgets:
+    source: str
+    profile: str
+    rules: tuple[Rule, ...]
+    policy: GatePolicy = field(default_factory=GatePolicy)
+
+    def checks_for(self, key: CellKey) -> list[Check]:
+        """The checks in force for ``key``: last matching rule wins per check."""
+        chosen: dict[tuple[str, str], Check | None] = {}
+        for rule in self.rules:
+            if not rule.matches(key):
+                continue
+            for kind, metric, limit, line in rule.checks:
+                chosen[(kind, metric)] = None if limit is None else Check(kind, metric, limit, line, self.source)
+        out = [c for c in chosen.values() if c is not None]
+        if key.level in _BASELINE_LABELS:
+            out = [c for c in out if c.kind != "level0"]
+        return out
+
+
+_BASELINE_LABELS = {"0ms", "nolimit", "0%"}
+
+
+def format_value(metric: str, value: float) -> str:
+    if metric.startswith("latency_ms"):
+        return f"{value:.3g} ms" if value < 10 else f"{value:.0f} ms"
+    if metric == "error_rate":
+        return f"{value * 100:.2g}%"
+    return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
+
+
+# ---------------------------------------------------------------- loading
+
+
+class _LineDict(dict):
+    """A mapping that remembers the line (1-based) of each key and of itself."""
+
+    line: int = 0
+    key_lines: dict[Any, int]
+
+
+class _LineList(list):
+    line: int = 0
+    item_lines: list[int]
+
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> _LineDict:
+    loader.flatten_mapping(node)
+    out = _LineDict()
+    out.line = node.start_mark.line + 1
+    out.key_lines = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if key in out:
+            raise ConfigError(f"line {key_node.start_mark.line + 1}: key {key!r} is given twice")
+        out[key] = loader.construct_object(value_node, deep=True)
+        out.key_lines[key] = key_node.start_mark.line + 1
+    return out
+
+
+def _construct_sequence(loader: _Loader, node: yaml.SequenceNode) -> _LineList:
+    out = _LineList(loader.construct_object(child, deep=True) for child in node.value)
+    out.line = node.start_mark.line + 1
+    out.item_lines = [child.start_mark.line + 1 for child in node.value]
+    return out
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
+
+
+def default_budgets_path(profile: str) -> Path:
+    return Path(str(resources.files("wanbench.budgets").joinpath(f"{profile}.yaml")))
+
+
+def load_budgets(
+    path: str | Path, *, profile: str | None = None, catalog: Mapping[str, Scenario] | None = None
+) -> Budgets:
+    """Read and validate a budget file; ``ConfigError("FILE:LINE: reason")``
+    on any mistake. ``profile`` (the run's) must agree with the file's."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the budget file ({exc.strerror or exc})") from None
+    return parse_budgets(text, source=str(path), profile=profile, catalog=catalog)
+
+
+def parse_budgets(
+    text: str, *, source: str, profile: str | None = None, catalog: Mapping[str, Scenario] | None = None
+) -> Budgets:
+    try:
+        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - SafeLoader subclass
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else 0
+        raise ConfigError(f"{source}:{line}: not valid YAML: {exc.problem or exc}") from None
+    except ConfigError as exc:
+        raise ConfigError(f"{source}:{str(exc).removeprefix('line ')}") from None
+    return _Validator(source, profile, catalog).budgets(data)
+
+
+class _Validator:
+    def __init__(self, source: str, profile: str | None, catalog: Mapping[str, Scenario] | None) -> None:
+        self.source = source
+        self.run_profile = profile
+        self.catalog = catalog
+
+    def fail(self, line: int, reason: str) -> ConfigError:
+        return ConfigError(f"{self.source}:{line}: {reason}")
+
+    def budgets(self, data: Any) -> Budgets:
+        if not isinstance(data, _LineDict):
+            raise self.fail(getattr(data, "line", 1), "a budget file is a mapping with 'profile' and 'rules'")
+        for key in data:
+            if key not in _TOP_KEYS:
+                raise self.fail(data.key_lines[key], f"unknown key {key!r} (known: {', '.join(sorted(_TOP_KEYS))})")
+        version = data.get("version", 1)
+        if version != 1:
+            raise self.fail(data.key_lines.get("version", data.line), f"unsupported version {version!r} (this is 1)")
+        file_profile = data.get("profile")
+        if not isinstance(file_profile, str) or not file_profile:
+            raise self.fail(data.key_lines.get("profile", data.line), "needs 'profile: NAME' (lab, tidb)")
+        if self.run_profile and file_profile != self.run_profile:
+            raise self.fail(
+                data.key_lines["profile"],
+                f"budgets are for profile {file_profile!r} but this run uses {self.run_profile!r}",
+            )
+        if self.catalog is None:
+            try:
+                self.catalog = load_catalog(file_profile)
+            except ConfigError as exc:
+                raise self.fail(data.key_lines["profile"], str(exc)) from None
+        policy = self.policy(data.get("gate"), data.key_lines.get("gate", data.line))
+        rules_raw = data.get("rules")
+        if not isinstance(rules_raw, _LineList) or not rules_raw:
+            raise self.fail(data.key_lines.get("rules", data.line), "needs a non-empty 'rules' list")
+        rules = tuple(self.rule(r, line) for r, line in zip(rules_raw, rules_raw.item_lines, strict=True))
+        return Budgets(self.source, file_profile, rules, policy)
+
+    def policy(self, raw: Any, line: int) -> GatePolicy:
+        if raw is None:
+            return GatePolicy()
+        if not isinstance(raw, _LineDict):
+            raise self.fail(line, "'gate' must be a mapping (alpha, correction, min_rounds)")
+        for key in raw:
+            if key not in _GATE_KEYS:
+                known = ", ".join(sorted(_GATE_KEYS))
+                raise self.fail(raw.key_lines[key], f"unknown gate setting {key!r} (known: {known})")
+        alpha = raw.get("alpha", 0.05)
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 0.5:
+            raise self.fail(raw.key_lines.get("alpha", line), f"alpha must be a number in (0, 0.5), not {alpha!r}")
+        correction = raw.get("correction", "holm")
+        if correction not in _CORRECTIONS:
+            raise self.fail(
+                raw.key_lines.get("correction", line),
+                f"unknown correction {correction!r} (known: {', '.join(_CORRECTIONS)})",
+            )
+        min_rounds = raw.get("min_rounds", 3)
+        if isinstance(min_rounds, bool) or not isinstance(min_rounds, int) or min_rounds < 2:
+            raise self.fail(
+                raw.key_lines.get("min_rounds", line), f"min_rounds must be an integer >= 2, not {min_rounds!r}"
+            )
+        return GatePolicy(float(alpha), correction, min_rounds)
+
+    def rule(self, raw: Any, line: int) -> Rule:
+        if not isinstance(raw, _LineDict):
+            raise self.fail(line, "each rule is a mapping of selectors and checks")
+        for key in raw:
+            if key not in _RULE_KEYS:
+                known = ", ".join(sorted(_RULE_KEYS))
+                raise self.fail(raw.key_lines[key], f"unknown rule key {key!r} (known: {known})")
+        selectors: dict[str, tuple[str, ...]] = {}
+        for sel in _SELECTORS:
+            if sel in raw:
+                selectors[sel] = self.patterns(raw[sel], raw.key_lines[sel], sel)
+        families = self.check_families(selectors, raw)
+        self.check_scenarios(selectors, families, raw)
+        self.check_levels(selectors, families, raw)
+        checks: list[tuple[str, str, float | None, int]] = []
+        for kind in CHECK_KINDS:
+            if kind not in raw:
+                continue
+            block = raw[kind]
+            kline = raw.key_lines[kind]
+            if not isinstance(block, _LineDict) or not block:
+                raise self.fail(kline, f"{kind!r} must map metrics to limits, e.g. {kind}: {{qps: 5%}}")
+            for metric, value in block.items():
+                mline = block.key_lines[metric]
+                if metric not in METRICS:
+                    raise self.fail(mline, f"unknown metric {metric!r} (known: {', '.join(METRICS)})")
+                checks.append((kind, metric, self.limit(kind, metric, value, mline), mline))
+        if not checks:
+            raise self.fail(line, "rule has no checks: add 'baseline', 'level0' or 'absolute'")
+        if any(kind == "level0" for kind, *_ in checks):
+            if families and not set(families) & set(FAULT_FAMILIES):
+                raise self.fail(
+                    raw.key_lines["level0"], "a level0 rule can never match: its families have no fault levels"
+                )
+            levels = selectors.get("level", ())
+            if levels and all(p in _BASELINE_LABELS for p in levels):
+                raise self.fail(raw.key_lines["level0"], "a level0 rule on level 0 compares a cell with itself")
+        name = str(raw.get("name", f"rule at line {line}"))
+        return Rule(line, name, selectors, tuple(checks))
+
+    def patterns(self, value: Any, line: int, sel: str) -> tuple[str, ...]:
+        items = list(value) if isinstance(value, list) else [value]
+        if not items:
+            raise self.fail(line, f"{sel!r} is an empty list: the rule can never match")
+        out = []
+        for item in items:
+            if sel == "concurrency":
+                if isinstance(item, str) and item.strip() == "*":
+                    out.append("*")
+                    continue
+                text = str(item).strip().removeprefix("c=")
+                if isinstance(item, bool) or not text.isdigit() or int(text) <= 0:
+                    raise self.fail(line, f"concurrency {item!r} is not a positive whole number or '*'")
+                out.append(str(int(text)))
+            else:
+                if not isinstance(item, (str, int, float)) or isinstance(item, bool):
+                    raise self.fail(line, f"{sel} {item!r} must be a name or a glob")
+                out.append(str(item))
+        return tuple(out)
+
+    def check_families(self, selectors: Mapping[str, tuple[str, ...]], raw: _LineDict) -> list[str]:
+        pats = selectors.get("family")
+        if pats is None:
+            return list(FAMILIES)
+        found: list[str] = []
+        for p in pats:
+            hit = fnmatch.filter(FAMILIES, p)
+            if not hit:
+                known = ", ".join(FAMILIES)
+                raise self.fail(
+                    raw.key_lines["family"], f"unknown family {p!r}: the rule can never match (known: {known})"
+                )
+            found.extend(hit)
+        return found
+
+    def check_scenarios(
+        self, selectors: Mapping[str, tuple[str, ...]], families: Sequence[str], raw: _LineDict
+    ) -> None:
+        pats = selectors.get("scenario")
+        if pats is None or self.catalog is None:
+            return
+        fault_families = [f for f in families if f in FAULT_FAMILIES]
+        if not fault_families:
+            return  # workload families name their own scenarios (sysbench tests, tpcc)
+        for p in pats:
+            named = fnmatch.filter(list(self.catalog), p)
+            if not named:
+                raise self.fail(
+                    raw.key_lines["scenario"],
+                    f"unknown scenario {p!r} in catalog {self.catalog_name()} (known: {', '.join(self.catalog)})",
+                )
+            if not any(f in self.catalog[s].families for s in named for f in fault_families):
+                raise self.fail(
+                    raw.key_lines["scenario"],
+                    f"scenario {p!r} never runs in family {'/'.join(fault_families)}: the rule can never match",
+                )
+
+    def catalog_name(self) -> str:
+        return repr(self.run_profile) if self.run_profile else "of the file's profile"
+
+    def check_levels(self, selectors: Mapping[str, tuple[str, ...]], families: Sequence[str], raw: _LineDict) -> None:
+        pats = selectors.get("level")
+        if pats is None or pats == ("*",):
+            return
+        kinds = {FAMILY_KIND[f] for f in families if f in FAULT_FAMILIES}
+        if "family" not in raw or len(kinds) != 1 or any(f not in FAULT_FAMILIES for f in families):
+            raise self.fail(
+                raw.key_lines["level"], "a level selector needs one fault family (family: rtt, bandwidth or loss)"
+            )
+        kind = next(iter(kinds))
+        for p in pats:
+            if any(ch in p for ch in "*?["):
+                continue
+            try:
+                level = Level.parse(kind, p)
+            except ConfigError as exc:
+                raise self.fail(
+                    raw.key_lines["level"], f"level {p!r} can never match a {families[0]} cell: {exc}"
+                ) from None
+            if level.label != p:
+                raise self.fail(
+                    raw.key_lines["level"], f"level {p!r} can never match: cells are labelled {level.label!r}"
+                )
+
+    def limit(self, kind: str, metric: str, value: Any, line: int) -> float | None:
+        if value is None or value is False or (isinstance(value, str) and value.strip().lower() == "off"):
+            return None
+        text = str(value)
+        if kind in ("baseline", "level0"):
+            m = _PCT.match(text)
+            if not m:
+                raise self.fail(line, f"{metric}: {kind} limit {value!r} must be a percentage such as 5%")
+            pct = float(m.group(1))
+            if metric in METRICS and METRICS[metric] and pct >= 100:
+                raise self.fail(line, f"{metric}: a drop of {pct:g}% or more can never be exceeded")
+            return pct / 100.0
+        if metric.startswith("latency_ms"):
+            m = _MS.match(text)
+            if m:
+                return float(m.group(1)) * (1000.0 if m.group(2) == "s" else 1.0)
+        elif metric == "error_rate":
+            m = _PCT.match(text)
+            if m:
+                return float(m.group(1)) / 100.0
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+            return float(value)
+        example = {"error_rate": "1%"}.get(metric, "250ms" if metric.startswith("latency_ms") else "1000")
+        raise self.fail(line, f"{metric}: absolute limit {value!r} is not a value such as {example}")
+
+
+def rules_summary(budgets: Budgets) -> Iterable[str]:
+    for rule in budgets.rules:
+        sel = " ".join(f"{k}={'|'.join(v)}" for k, v in rule.selectors.items()) or "every cell"
+        for kind, metric, limit, _line in rule.checks:
+            shown = "off" if limit is None else f"{limit:g}"
+            yield f"line {rule.line}: {sel}: {kind} {metric} {shown}"
+
+
+def parse_budgets_path(text: str) -> str:
+    """``--budgets``: the file must exist; its content is checked at collection,
+    when the profile (and so the scenario catalog) is known."""
+    path = Path(text).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"{text!r}: no such budget file")
+    return str(path)
+
+
+def parse_release(text: str) -> str:
+    """``--release``: a non-empty name without control characters."""
+    name = str(text).strip()
+    if not name or any(ord(ch) < 32 for ch in name):
+        raise ConfigError(f"{text!r} is not a release name (example: v8.5.4-rc1)")
+    return name
