@@ -17,13 +17,11 @@ import shlex
 import signal
 import socket
 import subprocess
-import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from wanbench.errors import CommandError, InfrastructureError, MissingToolError
-from wanbench.executors.base import CommandResult
+from wanbench.executors.local import LocalExecutor
 from wanbench.wait import wait_for
 
 SSHD = "/usr/sbin/sshd"
@@ -42,34 +40,13 @@ class NetnsHost:
         return f"{self.name}({self.address})"
 
 
-class NetnsExecutor:
+class NetnsExecutor(LocalExecutor):
     """Runs argv inside one namespace directly (``ip netns exec``): the test's
     independent view of a host, not going through the SSH path under test."""
 
     def __init__(self, netns: str, host: str | None = None) -> None:
+        super().__init__(host or netns, prefix=("ip", "netns", "exec", netns))
         self.netns = netns
-        self.host = host or netns
-
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        input: str | None = None,
-        timeout: float = 30.0,
-        check: bool = True,
-    ) -> CommandResult:
-        full = ("ip", "netns", "exec", self.netns, *(str(a) for a in argv))
-        start = time.monotonic()
-        try:
-            proc = subprocess.run(full, input=input, capture_output=True, text=True, timeout=timeout, check=False)
-        except subprocess.TimeoutExpired as exc:
-            raise CommandError(self.host, shlex.join(full), None, str(exc.stderr or "")) from None
-        result = CommandResult(self.host, tuple(full), proc.returncode, proc.stdout, proc.stderr,
-                               time.monotonic() - start)
-        return result.check() if check else result
-
-    def close(self) -> None:
-        return None
 
 
 def _sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:

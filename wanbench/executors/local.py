@@ -12,8 +12,11 @@ from wanbench.executors.base import CommandResult
 
 
 class LocalExecutor:
-    def __init__(self, host: str = "localhost") -> None:
+    """``prefix`` wraps every command (e.g. ``ip netns exec NS``)."""
+
+    def __init__(self, host: str = "localhost", *, prefix: Sequence[str] = ()) -> None:
         self.host = host
+        self.prefix = tuple(prefix)
 
     def run(
         self,
@@ -23,7 +26,7 @@ class LocalExecutor:
         timeout: float = 30.0,
         check: bool = True,
     ) -> CommandResult:
-        argv = tuple(str(a) for a in argv)
+        argv = (*self.prefix, *(str(a) for a in argv))
         start = time.monotonic()
         try:
             proc = subprocess.run(  # noqa: S603 - argv list, no shell

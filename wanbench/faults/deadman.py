@@ -25,6 +25,7 @@ from typing import Any
 
 from wanbench.errors import FaultError
 from wanbench.executors.base import Executor
+from wanbench.faults.probe import Capabilities, probe
 
 STATE_DIR = "/run/wanbench"
 
@@ -158,3 +159,25 @@ class DeadMan:
         res = self.ex.run(["sh", "-c", 'cd "$1" 2>/dev/null && ls -1 || true', "sh", self.state_dir], timeout=15)
         return sorted(n[: -len(".json")] for n in res.stdout.split() if n.startswith(prefix) and n.endswith(".json"))
 
+
+
+class HostFaultBase:
+    """What every on-host mechanism (tc, nft) shares: the host's executor,
+    its capabilities (probed once, never guessed from error text) and the
+    dead-man that clears the fault if the runner dies."""
+
+    ex: Executor
+    deadman: DeadMan | None
+    _state_dir: str
+    _caps: Capabilities | None
+
+    @property
+    def caps(self) -> Capabilities:
+        if self._caps is None:
+            self._caps = probe(self.ex)
+        return self._caps
+
+    def _deadman(self) -> DeadMan:
+        if self.deadman is None:
+            self.deadman = DeadMan(self.ex, state_dir=self._state_dir, systemd=self.caps.systemd)
+        return self.deadman

@@ -19,8 +19,8 @@ from typing import Any
 from wanbench.errors import CommandError, ConfigError, FaultError
 from wanbench.executors.base import Executor
 from wanbench.faults.base import Evidence, Fault, FaultKind
-from wanbench.faults.deadman import STATE_DIR, DeadMan, RunInfo
-from wanbench.faults.probe import Capabilities, probe
+from wanbench.faults.deadman import STATE_DIR, HostFaultBase, RunInfo
+from wanbench.faults.probe import Capabilities
 from wanbench.faults.tc import PeerMatch, check_peers
 
 TABLE_PREFIX = "wanbench_"
@@ -38,7 +38,7 @@ def loss_fraction(pct: float) -> tuple[int, int]:
     raise ConfigError(f"loss {pct!r}%: at most 4 decimals are supported (resolution 0.0001%)")
 
 
-class NftMechanism:
+class NftMechanism(HostFaultBase):
     name = "nft"
 
     def __init__(
@@ -61,7 +61,7 @@ class NftMechanism:
         self.run = run or RunInfo.current()
         self._state_dir = state_dir
         self._caps = capabilities
-        self.deadman: DeadMan | None = None
+        self.deadman = None
 
     @property
     def table(self) -> str:
@@ -71,17 +71,6 @@ class NftMechanism:
     @property
     def key(self) -> str:
         return f"nft-{self.table}"
-
-    @property
-    def caps(self) -> Capabilities:
-        if self._caps is None:
-            self._caps = probe(self.ex)
-        return self._caps
-
-    def _deadman(self) -> DeadMan:
-        if self.deadman is None:
-            self.deadman = DeadMan(self.ex, state_dir=self._state_dir, systemd=self.caps.systemd)
-        return self.deadman
 
     def supports(self, kind: FaultKind) -> bool:
         return kind is FaultKind.LOSS and self.caps.nft and self.caps.nft_numgen

@@ -28,8 +28,8 @@ from typing import Any
 from wanbench.errors import CommandError, ConfigError, FaultError
 from wanbench.executors.base import Executor
 from wanbench.faults.base import Evidence, Fault, FaultKind, Level
-from wanbench.faults.deadman import STATE_DIR, DeadMan, FaultState, RunInfo
-from wanbench.faults.probe import Capabilities, probe
+from wanbench.faults.deadman import STATE_DIR, FaultState, HostFaultBase, RunInfo
+from wanbench.faults.probe import Capabilities
 
 HANDLE = "1a57:"
 _MAJOR = "1a57"
@@ -98,7 +98,7 @@ def check_peers(peers: Sequence[PeerMatch], ssh_ports: Sequence[int]) -> tuple[P
     return tuple(peers)
 
 
-class TcMechanism:
+class TcMechanism(HostFaultBase):
     """Rate caps (and delay/loss where the kernel has netem) on one host's interface."""
 
     name = "tc"
@@ -124,24 +124,13 @@ class TcMechanism:
         self.ssh_ports = tuple(sorted(ports))
         self.peers = check_peers(peers, self.ssh_ports)
         self.run = run or RunInfo.current()
-        self.deadman: DeadMan | None = None
+        self.deadman = None
         self._state_dir = state_dir
         self._caps = capabilities
 
     @property
     def key(self) -> str:
         return f"tc-{self.interface}"
-
-    @property
-    def caps(self) -> Capabilities:
-        if self._caps is None:
-            self._caps = probe(self.ex)
-        return self._caps
-
-    def _deadman(self) -> DeadMan:
-        if self.deadman is None:
-            self.deadman = DeadMan(self.ex, state_dir=self._state_dir, systemd=self.caps.systemd)
-        return self.deadman
 
     def supports(self, kind: FaultKind) -> bool:
         if kind is FaultKind.RATE:
