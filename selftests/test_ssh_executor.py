@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -120,3 +122,20 @@ def test_secrets_never_in_repr_or_errors(netns_net: NetnsNetwork, tmp_path: Path
     secret_line = key_text.splitlines()[1]
     assert secret_line not in str(info.value)
     assert secret_line not in repr(ex)
+
+
+def test_teardown_ends_ssh_sessions_a_client_left_open(tmp_path: Path, alive: Callable[[int], bool]) -> None:
+    """sshd forks a process per connection; ending only the listener left those
+    behind (``sshd: root@notty``) once their namespace was gone."""
+    net = NetnsNetwork(tmp_path, hosts=1, prefix="wbleak")
+    with net:
+        ex = net.ssh("h1")
+        assert ex.run(["true"]).ok  # an open session: sshd has forked its session process
+        ns = net.host("h1").netns
+        inside = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True, check=True)
+        pids = [int(p) for p in inside.stdout.split()]
+        assert len(pids) >= 2, "expected the sshd listener and the session's process"
+    try:
+        assert not [p for p in pids if alive(p)], "processes of a deleted namespace host survived teardown"
+    finally:
+        ex.close()
