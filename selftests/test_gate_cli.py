@@ -11,18 +11,12 @@ from typing import Any
 
 import pytest
 
+from selftests.gate_context import CTX
 from wanbench.gate.baseline import BaselineStore, Fingerprint
 from wanbench.results import CellResult, Round, WorkloadResult, results_document
 
 ROOT = Path(__file__).resolve().parent.parent
 BATCHES = json.loads((ROOT / "selftests" / "data" / "gate" / "probe_read_batches.json").read_text())["batches"]
-CTX: dict[str, Any] = {
-    "profile": "lab",
-    "versions": {"mariadb": "10.11.19"},
-    "topology_shape": {"primary": 1, "proxy": 1, "replica": 1},
-    "client": {"cpu_model": "Intel Xeon", "cores": 2},
-    "params": {"rounds": 5, "queries": 20000},
-}
 QPS_ONLY = "profile: lab\nrules:\n  - baseline:\n      qps: 5%\n"
 
 

@@ -13,15 +13,10 @@ from typing import Any
 
 import pytest
 
+from selftests.gate_context import CTX
+
 ROOT = Path(__file__).resolve().parent.parent
 BATCHES = ROOT / "selftests" / "data" / "gate" / "probe_read_batches.json"
-CTX: dict[str, Any] = {
-    "profile": "lab",
-    "versions": {"mariadb": "10.11.19"},
-    "topology_shape": {"primary": 1, "proxy": 1, "replica": 1},
-    "client": {"cpu_model": "Intel Xeon", "cores": 2},
-    "params": {"rounds": 5, "queries": 20000},
-}
 
 CONFTEST = '''
 import json, os

@@ -9,17 +9,10 @@ from typing import Any
 
 import pytest
 
+from selftests.gate_context import CTX
 from wanbench.errors import ConfigError
 from wanbench.gate.baseline import BaselineStore, Fingerprint, cell_key, read_store_file, samples_of
 from wanbench.results import CellResult, Latency, Round, WorkloadResult
-
-CTX: dict[str, Any] = {
-    "profile": "lab",
-    "versions": {"mariadb": "10.11.19"},
-    "topology_shape": {"primary": 1, "proxy": 1, "replica": 1},
-    "client": {"cpu_model": "Intel Xeon", "cores": 2},
-    "params": {"rounds": 5, "queries": 20000},
-}
 
 
 def cell(scenario: str, qps: list[float], level: str = "50ms", value: float = 50) -> CellResult:
