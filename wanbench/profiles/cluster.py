@@ -95,15 +95,10 @@ class TidbCluster:
         if topology is None:
             raise WanbenchError("the tidb profile needs --cluster")
 
-        def opt(name: str, default: Any = None) -> Any:
-            try:
-                return config.getoption(name)
-            except ValueError:
-                return default
-
-        return cls(topology, tag=tag, dry_run=bool(opt("dry_run", False)), pd_url=opt("pd_url"),
-                   load_host=opt("load_host"), grace_s=float(opt("fault_grace", 60.0) or 60.0),
-                   accept_new_host_keys=bool(opt("ssh_accept_new_hosts", False)))
+        opt = config.getoption
+        return cls(topology, tag=tag, dry_run=bool(opt("dry_run")), pd_url=opt("pd_url"),
+                   load_host=opt("load_host"), grace_s=float(opt("fault_grace")),
+                   accept_new_host_keys=bool(opt("ssh_accept_new_hosts")))
 
     # -- hosts -----------------------------------------------------------------------------------------
     @property
