@@ -228,7 +228,7 @@ class Lab:
         """Stop every process recorded in the run directory and remove the run
         directory's data. Returns what was stopped or removed."""
         done: list[str] = []
-        if self.handle("toxiproxy") and self.handle("toxiproxy").alive():  # type: ignore[union-attr]
+        if (toxiproxy := self.handle("toxiproxy")) and toxiproxy.alive():
             try:
                 done += self.toxiproxy.sweep()
             except InfrastructureError:
@@ -340,21 +340,17 @@ class Lab:
     def _admin(self, name: str, *statements: str, password: str | None | bool = True, probe: bool = False) -> Any:
         rows: Any = None
         try:
-            ctx = self.admin(name, password=password)
-            conn = ctx.__enter__()
+            with self.admin(name, password=password) as conn:
+                cur = conn.cursor()
+                for st in statements:
+                    cur.execute(st)
+                    rows = cur.fetchall() if cur.with_rows else None
         except mysql.connector.Error as exc:
             # A fresh server has an empty root password; after init it has ours.
             if probe and password is None and getattr(exc, "errno", None) == 1045:
                 return True
             raise
-        try:
-            cur = conn.cursor()
-            for st in statements:
-                cur.execute(st)
-                rows = cur.fetchall() if cur.with_rows else None
-            return rows if rows is not None else True
-        finally:
-            ctx.__exit__(None, None, None)
+        return rows if rows is not None else True
 
     def _init_primary(self, password: str) -> None:
         q = password.replace("'", "''")
