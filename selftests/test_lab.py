@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from selftests.labutil import ROOT, load_results, pid_alive, run_suite, suite_cmd
+from wanbench import scratch
 from wanbench.errors import InfrastructureError, MissingToolError
 from wanbench.faults.base import Fault, FaultKind, Level
 from wanbench.faults.toxiproxy import ToxiproxyClient, ToxiproxyMechanism
@@ -111,6 +112,7 @@ def _start_suite(run_dir: Path, base: int) -> subprocess.Popen[str]:
 
 def test_kill_9_of_the_runner_then_lab_down_leaves_nothing(tmp_path: Path) -> None:
     run_dir, base = tmp_path / "lab", 23460
+    scratch_before = set(Path(tempfile.gettempdir()).glob(scratch.PREFIX + "*"))
     proc = _start_suite(run_dir, base)
     client = ToxiproxyClient(f"http://127.0.0.1:{base}")
     try:
@@ -121,6 +123,12 @@ def test_kill_9_of_the_runner_then_lab_down_leaves_nothing(tmp_path: Path) -> No
         wait_for(lambda: client.our_toxics() == [], what="the watchdog to remove the toxics", timeout=20)
         pids = recorded_pids(run_dir)
         assert pids, "the killed run's servers are still recorded"
+        # Its scratch directory is left behind; the next run's sweep removes it.
+        left = set(Path(tempfile.gettempdir()).glob(scratch.PREFIX + "*")) - scratch_before
+        assert len(left) == 1, left
+        removed = dict(scratch.sweep_stale())
+        assert left <= set(removed), removed
+        assert f"pid {proc.pid}" in removed[next(iter(left))]
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -135,7 +143,7 @@ def test_kill_9_of_the_runner_then_lab_down_leaves_nothing(tmp_path: Path) -> No
 
 def test_ctrl_c_mid_fault_leaves_nothing(tmp_path: Path) -> None:
     run_dir, base = tmp_path / "lab", 23470
-    scratch_before = set(Path(tempfile.gettempdir()).glob("wanbench-run-*"))
+    scratch_before = set(Path(tempfile.gettempdir()).glob(scratch.PREFIX + "*"))
     proc = _start_suite(run_dir, base)
     client = ToxiproxyClient(f"http://127.0.0.1:{base}")
     _wait_for_toxic(client, proc)
@@ -146,7 +154,7 @@ def test_ctrl_c_mid_fault_leaves_nothing(tmp_path: Path) -> None:
     assert "KeyboardInterrupt" in out or "Interrupted" in out, out[-2000:]
     assert not any(pid_alive(p) for p in pids), out[-2000:]
     assert not run_dir.exists(), out[-2000:]
-    assert set(Path(tempfile.gettempdir()).glob("wanbench-run-*")) <= scratch_before, "scratch dir left behind"
+    assert set(Path(tempfile.gettempdir()).glob(scratch.PREFIX + "*")) <= scratch_before, "scratch dir left behind"
     with pytest.raises(InfrastructureError):
         client.our_toxics()  # Toxiproxy itself is gone
 
