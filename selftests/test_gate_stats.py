@@ -108,3 +108,22 @@ def test_welch_t_on_raw_and_log_values() -> None:
     assert ratio.p < 1e-3
     assert stats.welch_t([100.0, 101.0, 99.0], [90.0, 91.0, 89.5], "less").p > 0.99
     assert stats.welch_t([1.0], [2.0, 3.0]).p == 1.0
+
+
+def test_noise_floor_formulas_agree_with_each_other_and_a_simulation() -> None:
+    needed = stats.noise_sd_needed(0.10, 0.05, 0.90)
+    assert needed == pytest.approx(math.log(1 / 0.9) / (1.6449 + 1.2816), rel=1e-3)
+    assert stats.best_detection(needed, 0.10, 0.05) == pytest.approx(0.90, abs=1e-9)
+    assert stats.best_detection(needed * 1.4, 0.10, 0.05) < 0.90 < stats.best_detection(needed * 0.7, 0.10, 0.05)
+    assert stats.best_detection(0.0, 0.10) == 1.0
+    # the flag floor is the same-code shift exceeded 5 % of the time
+    rng = random.Random(7)
+    sd = 0.05
+    shifts = [rng.gauss(0.0, sd) for _ in range(20000)]
+    floor = stats.flag_floor(sd, 0.05)
+    assert floor == pytest.approx(1 - math.exp(-1.6449 * sd), rel=1e-3)
+    beyond = sum(1 for s in shifts if -math.expm1(s) > floor) / len(shifts)
+    assert beyond == pytest.approx(0.05, abs=0.006)
+    # and the best rule, "flag drops beyond the floor", catches 10 % drops as predicted
+    caught = sum(1 for s in shifts if -math.expm1(s + math.log(0.9)) > floor) / len(shifts)
+    assert caught == pytest.approx(stats.best_detection(sd, 0.10, 0.05), abs=0.01)

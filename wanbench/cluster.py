@@ -48,6 +48,8 @@ class Cluster(Protocol):
 
     def workload_args(self, path: str) -> list[str]: ...
 
+    def client_cpus(self) -> tuple[int, ...]: ...
+
     def mechanism(self, kind: FaultKind) -> Mechanism: ...
 
     def fault_for(self, scenario: Scenario, level: Any) -> Fault: ...
@@ -100,6 +102,10 @@ class LabCluster:
 
     def workload_args(self, path: str) -> list[str]:
         return []
+
+    def client_cpus(self) -> tuple[int, ...]:
+        """Where the load generator runs: the client half of a split lab."""
+        return self.lab.cpu_layout.client
 
     # -- faults ----------------------------------------------------------------------
     def fault_for(self, scenario: Scenario, level: Any) -> Fault:

@@ -24,7 +24,7 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,6 +91,56 @@ def lab_topology(base: int, version: str = "") -> Topology:
     )
 
 
+CPU_LAYOUTS = ("split", "shared")
+
+
+@dataclass(frozen=True)
+class CpuLayout:
+    """Which CPUs the lab's processes may run on.
+
+    ``split`` (the default on two or more CPUs) keeps the SQL servers on
+    the upper half of the CPUs and the load generator and the fault points
+    (Toxiproxy, HAProxy) on the lower half. Left to the scheduler
+    (``shared``), five busy processes on a few cores migrate between them and
+    the same run's throughput wanders by several percent from one minute to
+    the next: ``bench/lab_noise`` measures both side by side.
+    """
+
+    name: str
+    server: tuple[int, ...] = ()  # () = wherever the scheduler likes
+    client: tuple[int, ...] = ()
+
+    @classmethod
+    def plan(cls, name: str, available: Collection[int]) -> CpuLayout:
+        if name not in CPU_LAYOUTS:
+            raise InfrastructureError(f"unknown lab CPU layout {name!r} (known: {', '.join(CPU_LAYOUTS)})")
+        cpus = sorted(available)
+        if name == "shared" or len(cpus) < 2:
+            return cls("shared")
+        half = len(cpus) // 2
+        return cls("split", tuple(cpus[half:]), tuple(cpus[:half]))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"layout": self.name, "server": list(self.server), "client": list(self.client)}
+
+    @classmethod
+    def from_json(cls, data: Any) -> CpuLayout:
+        if not isinstance(data, dict):
+            return cls("shared")
+        return cls(str(data.get("layout", "shared")), tuple(int(c) for c in data.get("server", ())),
+                   tuple(int(c) for c in data.get("client", ())))
+
+    def describe(self) -> str:
+        if self.name != "split":
+            return "shared (no CPU pinning)"
+        return (f"split: SQL servers on CPU {_cpu_list(self.server)}, "
+                f"clients and fault points on CPU {_cpu_list(self.client)}")
+
+
+def _cpu_list(cpus: Sequence[int]) -> str:
+    return ",".join(str(c) for c in cpus)
+
+
 def port_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -105,8 +155,12 @@ class Lab:
     """Start, inspect and stop the lab. Usable as a context manager: it
     starts the lab unless it already runs, and stops it only if it started it."""
 
-    def __init__(self, run_dir: str | os.PathLike[str] | None = None, port_base: int | None = None) -> None:
+    def __init__(self, run_dir: str | os.PathLike[str] | None = None, port_base: int | None = None,
+                 cpu_layout: str = "split") -> None:
         self.run_dir = Path(run_dir) if run_dir else PROJECT_ROOT / ".run" / "lab"
+        if cpu_layout not in CPU_LAYOUTS:
+            raise InfrastructureError(f"unknown lab CPU layout {cpu_layout!r} (known: {', '.join(CPU_LAYOUTS)})")
+        self.requested_layout = cpu_layout
         env_base = os.environ.get("WANBENCH_LAB_PORT_BASE")
         self.port_base = port_base or (int(env_base) if env_base else DEFAULT_PORT_BASE)
         self._started_here = False
@@ -128,6 +182,11 @@ class Lab:
     @property
     def topology(self) -> Topology:
         return lab_topology(self.port_base, self.state().get("version", ""))
+
+    @property
+    def cpu_layout(self) -> CpuLayout:
+        """The layout the running lab was started with (from its state file)."""
+        return CpuLayout.from_json(self.state().get("cpus"))
 
     @property
     def toxiproxy(self) -> ToxiproxyClient:
@@ -207,7 +266,8 @@ class Lab:
         os.chmod(secret_file, 0o600)
         owner_info: dict[str, Any] = {"kind": "manual"} if owner == "manual" else {
             "kind": "session", "pid": os.getpid(), "start_time": proc_start_time(os.getpid())}
-        self._write_state(port_base=self.port_base, owner=owner_info, started=time.time())
+        layout = CpuLayout.plan(self.requested_layout, os.sched_getaffinity(0))
+        self._write_state(port_base=self.port_base, owner=owner_info, started=time.time(), cpus=layout.to_json())
         self._started_here = True
         try:
             self._start_toxiproxy()
@@ -272,6 +332,7 @@ class Lab:
             [self.tools["toxiproxy-server"], "-host", "127.0.0.1", "-port", str(self.port(P_TOXIPROXY))],
             log=self.run_dir / "toxiproxy.log",
             pid_file=self._pid_file("toxiproxy"),
+            cpus=self.cpu_layout.client,
         )
         wait_for(lambda: self._alive_or_fail(h) and self.toxiproxy.version(), what="Toxiproxy API", timeout=20,
                  transient=(InfrastructureError,), hint=f"log: {log_tail(self.run_dir / 'toxiproxy.log')}")
@@ -320,7 +381,7 @@ class Lab:
                      "--rpl-semi-sync-master-wait-point=AFTER_COMMIT"]
         else:
             argv += ["--rpl-semi-sync-slave-enabled=ON", "--read-only=ON"]
-        h = spawn(name, argv, log=p["log"], pid_file=self._pid_file(name))
+        h = spawn(name, argv, log=p["log"], pid_file=self._pid_file(name), cpus=self.cpu_layout.server)
         wait_for(lambda: self._alive_or_fail(h) and self._admin(name, "SELECT 1", password=None, probe=True),
                  what=f"MariaDB {name} on port {port}", timeout=60,
                  transient=(mysql.connector.Error, InfrastructureError),
@@ -391,7 +452,7 @@ class Lab:
             f"backend primary\n    server primary 127.0.0.1:{self.port(P_PROXY_PRIMARY)} maxconn 4000\n"
         )
         h = spawn("haproxy", [self.tools["haproxy"], "-db", "-f", str(cfg)], log=self.run_dir / "haproxy.log",
-                  pid_file=self._pid_file("haproxy"))
+                  pid_file=self._pid_file("haproxy"), cpus=self.cpu_layout.client)
 
         def listening() -> bool:
             self._alive_or_fail(h)
@@ -453,6 +514,7 @@ class Lab:
             "up": all(running.values()),
             "version": state.get("version"),
             "owner": state.get("owner"),
+            "cpus": self.cpu_layout.to_json() if state else None,
             "components": {},
             "endpoints": {p: "%s:%d" % self.endpoint(p) for p in ("proxy", "direct")},
             "links": {ln.name: {"src": ln.src, "dst": ln.dst, "listen": ln.listen} for ln in self.topology.links},
@@ -473,6 +535,25 @@ class Lab:
                 health["toxiproxy_error"] = str(exc)
         out["health"] = health
         return out
+
+    def repin(self, layout_name: str) -> CpuLayout:
+        """Move the running lab's servers (every thread) to another CPU
+        layout; clients started afterwards follow ``cpu_layout.client``.
+        Used to compare layouts side by side on one lab (``bench/lab_noise``)."""
+        layout = CpuLayout.plan(layout_name, os.sched_getaffinity(0))
+        everywhere = os.sched_getaffinity(0)
+        for service in SERVICES:
+            h = self.handle(service)
+            if h is None or not h.alive():
+                raise InfrastructureError(f"cannot repin the lab: {service} is not running")
+            cpus = layout.server if service in ("primary", "replica") else layout.client
+            for task in Path(f"/proc/{h.pid}/task").iterdir():
+                try:
+                    os.sched_setaffinity(int(task.name), set(cpus) or everywhere)
+                except ProcessLookupError:
+                    pass  # a thread that just ended
+        self._write_state(cpus=layout.to_json())
+        return layout
 
     # -- calibration knob ----------------------------------------------------------
     def set_handicap(self, rate_kbps: int | None) -> None:

@@ -17,11 +17,14 @@ def register(sub: Any) -> None:
     p.add_argument("--dir", metavar="DIR", default=None, help="run directory (default: .run/lab)")
     p.add_argument("--port-base", metavar="PORT", type=int, default=None,
                    help="first of the lab's ports (default: 23300 or $WANBENCH_LAB_PORT_BASE)")
+    p.add_argument("--cpus", metavar="LAYOUT", choices=("split", "shared"), default="split",
+                   help="'split': SQL servers on their own CPUs, clients and fault points on the others; "
+                        "'shared': no pinning (default: split)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    lab = Lab(args.dir, args.port_base)
+    lab = Lab(args.dir, args.port_base, args.cpus)
     if args.action == "up":
         started = lab.up(owner="manual")
         print(json.dumps({"started": started, **lab.status()}, indent=2))

@@ -9,7 +9,7 @@ import resource
 import signal
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -118,6 +118,19 @@ def _raise_nofile() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
+def pinned(cpus: Collection[int] | None) -> Callable[[], None] | None:
+    """A ``preexec_fn`` that confines the child (and every thread it will
+    start) to ``cpus``; None when there is nothing to confine."""
+    if not cpus:
+        return None
+    chosen = frozenset(cpus)
+
+    def confine() -> None:
+        os.sched_setaffinity(0, chosen)
+
+    return confine
+
+
 def spawn(
     name: str,
     argv: Sequence[str],
@@ -126,10 +139,18 @@ def spawn(
     pid_file: Path,
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
+    cpus: Collection[int] | None = None,
 ) -> ProcessHandle:
     """Start a server in its own session (a Ctrl-C to the runner does not
     reach it: the runner's teardown stops it in order) with a raised open-file
-    limit, and record it in ``pid_file``."""
+    limit, confined to ``cpus`` when given, and record it in ``pid_file``."""
+    confine = pinned(cpus)
+
+    def prepare() -> None:
+        _raise_nofile()
+        if confine is not None:
+            confine()
+
     with open(log, "ab") as out:
         try:
             proc = subprocess.Popen(  # noqa: S603 - argv list
@@ -138,7 +159,7 @@ def spawn(
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
-                preexec_fn=_raise_nofile,  # noqa: PLW1509 - only sets rlimits
+                preexec_fn=prepare,  # noqa: PLW1509 - only sets rlimits and CPU affinity
                 env=dict(env) if env is not None else None,
                 cwd=cwd,
             )

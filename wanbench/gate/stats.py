@@ -306,3 +306,39 @@ def welch_t(x: Sequence[float], y: Sequence[float], alternative: str = "less", *
     df = se2**2 / ((vx**2 / (len(fx) - 1)) + (vy**2 / (len(fy) - 1)))
     p = student_t_sf(-t, df) if alternative == "less" else student_t_sf(t, df)
     return WelchT(t, df, min(1.0, max(0.0, p)))
+
+
+# ---------------------------------------------------------------- noise floor
+
+_STD_NORMAL = statistics.NormalDist()
+
+
+def best_detection(noise_sd: float, drop: float, false_positives: float = 0.05) -> float:
+    """The highest detection rate of a ``drop`` (fraction of QPS) that any
+    rule comparing one batch with another can reach at the given
+    false-positive rate, when same-code batches differ by a shift of
+    ``noise_sd`` (standard deviation of the log ratio of their medians).
+
+    Such a shift moves every round of a batch together, so no statistic of
+    the two batches can tell it from a real change: the best rule flags a log
+    drop above the (1 - false_positives) quantile of the same-code shifts.
+    """
+    if noise_sd <= 0:
+        return 1.0
+    shift = -math.log1p(-drop)
+    threshold = _STD_NORMAL.inv_cdf(1.0 - false_positives) * noise_sd
+    return _STD_NORMAL.cdf((shift - threshold) / noise_sd)
+
+
+def flag_floor(noise_sd: float, false_positives: float = 0.05) -> float:
+    """The smallest drop (fraction) a rule may flag and still keep its
+    false-positive rate: same-code shifts of ``noise_sd`` exceed anything
+    smaller more often than ``false_positives``."""
+    return -math.expm1(-_STD_NORMAL.inv_cdf(1.0 - false_positives) * noise_sd)
+
+
+def noise_sd_needed(drop: float, false_positives: float = 0.05, detection: float = 0.90) -> float:
+    """The largest same-code shift (sd of the log ratio) at which a ``drop``
+    can still be detected with ``detection`` probability (see ``best_detection``)."""
+    z = _STD_NORMAL.inv_cdf(1.0 - false_positives) + _STD_NORMAL.inv_cdf(detection)
+    return -math.log1p(-drop) / z

@@ -116,6 +116,10 @@ class TidbCluster:
         return self._preflight
 
     # -- connections ----------------------------------------------------------------------------------
+    def client_cpus(self) -> tuple[int, ...]:
+        """The load host is the user's to arrange: no pinning."""
+        return ()
+
     def workload_args(self, path: str) -> list[str]:
         """TiDB-aware sysbench settings: retryable errors counted, not fatal; ps-mode auto."""
         settings = workload_settings(self.topology, path)

@@ -38,7 +38,7 @@ all threads) at the start of the measured window and the child's rusage from
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,8 +47,11 @@ SHARED_MACHINE_SHARE = 0.5
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-def usable_cores() -> int:
-    """Cores this process may run on (affinity, not the machine total)."""
+def usable_cores(cpus: Collection[int] = ()) -> int:
+    """Cores the load generator may run on: ``cpus`` when it is confined to
+    them, else this process's affinity (not the machine total)."""
+    if cpus:
+        return len(set(cpus))
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):

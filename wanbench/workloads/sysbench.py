@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from wanbench.errors import ConfigError, InfrastructureError, MissingToolError
+from wanbench.procs import pinned
 from wanbench.results import Round, SeriesPoint, WorkloadResult
 from wanbench.units import parse_duration_ms, parse_list
 from wanbench.workloads import preflight
@@ -343,10 +344,11 @@ class SysbenchRunner:
 
     def __init__(self, *, host: str, port: int, user: str, password: str, database: str = "wanbench",
                  sysbench: str = "sysbench", workdir: Path | None = None, extra_args: Sequence[str] = (),
-                 more_endpoints: Sequence[tuple[str, int]] = ()) -> None:
+                 more_endpoints: Sequence[tuple[str, int]] = (), cpus: Sequence[int] = ()) -> None:
         """``host:port`` is where data is prepared and checked; the load is
         spread round robin over it and ``more_endpoints`` (sysbench takes
-        comma-separated hosts and ports)."""
+        comma-separated hosts and ports). ``cpus`` confines sysbench to
+        those CPUs (the lab's split layout)."""
         if not _IDENT.match(database):
             raise ConfigError(f"database name {database!r}: use letters, digits and _ only")
         found = shutil.which(sysbench)
@@ -358,6 +360,7 @@ class SysbenchRunner:
         self.workdir = Path(workdir) if workdir is not None else None
         self.extra_args = tuple(extra_args)
         self.more_endpoints = tuple((h, int(pt)) for h, pt in more_endpoints if (h, int(pt)) != (host, int(port)))
+        self.cpus = tuple(cpus)
         self._report_seq = 0
 
     def __repr__(self) -> str:
@@ -462,7 +465,7 @@ class SysbenchRunner:
         try:
             proc = subprocess.Popen(  # noqa: S603 - argv list, no shell
                 list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                text=True, errors="replace", bufsize=1, env=full_env,
+                text=True, errors="replace", bufsize=1, env=full_env, preexec_fn=pinned(self.cpus),
             )
         except FileNotFoundError:
             raise MissingToolError("sysbench", "run scripts/setup") from None
@@ -537,10 +540,10 @@ class SysbenchRunner:
             total_cpu = usage.ru_utime + usage.ru_stime
             if mark:
                 t0, cpu0 = mark[0]
-                client = ClientLoad(max(0.0, total_cpu - cpu0), max(1e-6, end - t0), threads, usable_cores(),
+                client = ClientLoad(max(0.0, total_cpu - cpu0), max(1e-6, end - t0), threads, usable_cores(self.cpus),
                                     sampler.fraction())
             else:
-                client = ClientLoad(total_cpu, max(1e-6, end - start), threads, usable_cores())
+                client = ClientLoad(total_cpu, max(1e-6, end - start), threads, usable_cores(self.cpus))
         return _Run(text=text, exit_status=proc.returncode, client=client, wall=end - start)
 
     # -- probes ------------------------------------------------------------

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from wanbench.errors import CommandError, ConfigError, InfrastructureError, MissingToolError
+from wanbench.procs import pinned
 from wanbench.results import Latency, Round, WorkloadResult
 from wanbench.workloads.clientcpu import ClientLoad, assess, usable_cores
 
@@ -59,6 +60,8 @@ class Connection:
     user: str
     password: str = field(default="", repr=False)
     db: str = "tpcc"
+    #: CPUs the load generator may use (the lab's split layout); () = any
+    client_cpus: tuple[int, ...] = ()
 
     @property
     def label(self) -> str:
@@ -362,7 +365,7 @@ def run_sysbench(conn: Connection, opts: TpccOptions, command: str, *, timeout: 
         shown = shlex.join(argv)
         start = time.monotonic()
         proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL,  # noqa: S603 - argv list
-                                start_new_session=True)
+                                start_new_session=True, preexec_fn=pinned(conn.client_cpus))
         timed_out = threading.Event()
 
         def kill() -> None:
@@ -522,7 +525,7 @@ def run(conn: Connection, opts: TpccOptions, *, checks: bool = True, rounds: int
         from wanbench.workloads.tpcc_checks import run_checks
 
         check_results = [c.to_json() for c in run_checks(conn)]
-    return to_workload_result(done, opts, checks=check_results)
+    return to_workload_result(done, opts, checks=check_results, cores=usable_cores(conn.client_cpus))
 
 
 def _round(r: _RoundRun) -> Round:
@@ -536,8 +539,8 @@ def _round(r: _RoundRun) -> Round:
                  errors=errors)
 
 
-def to_workload_result(done: Sequence[_RoundRun], opts: TpccOptions, *, checks: Sequence[Mapping[str, Any]]
-                       ) -> WorkloadResult:
+def to_workload_result(done: Sequence[_RoundRun], opts: TpccOptions, *, checks: Sequence[Mapping[str, Any]],
+                       cores: int | None = None) -> WorkloadResult:
     """Headline numbers over all rounds (merged histograms); per-round tpmC
     in ``extra["tpmc_rounds"]`` for the gate's statistics."""
     stats = merge_stats([r.stats for r in done])
@@ -566,7 +569,8 @@ def to_workload_result(done: Sequence[_RoundRun], opts: TpccOptions, *, checks: 
         errors=errors,
         errors_by_code=dict(summary.errors_by_code),
         reports=reports,
-        client={**assess([ClientLoad(r.sb.cpu_s, r.sb.wall_s, opts.threads, usable_cores()) for r in done]),
+        client={**assess([ClientLoad(r.sb.cpu_s, r.sb.wall_s, opts.threads, cores or usable_cores())
+                          for r in done]),
                 "cpu_s": cpu, "wall_s": wall,
                 "cpu_ms_per_txn": cpu / (ok_total + errors) * 1000.0 if ok_total + errors else math.nan,
                 "command": done[0].sb.command},
