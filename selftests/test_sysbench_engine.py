@@ -14,6 +14,8 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -145,6 +147,42 @@ def test_probe_rounds_are_exact_query_counts(runner: SysbenchRunner) -> None:
     assert wres.workload == "probe_write"
     count = runner._sql(["SELECT COUNT(*) FROM wb_probe_write"], database="wbtest")[0][0][0]
     assert count >= 500
+
+
+def test_password_is_never_on_a_command_line(runner: SysbenchRunner) -> None:
+    """Any user of the machine can read /proc/PID/cmdline: sysbench gets the
+    password from a 0600 options file that is gone once it has run."""
+    runner.prepare_probe(rows=1000)
+    seen: list[str] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            for entry in Path("/proc").iterdir():
+                if not entry.name.isdigit():
+                    continue
+                try:
+                    argv = (entry / "cmdline").read_bytes().split(b"\0")
+                except OSError:
+                    continue
+                if argv and argv[0].endswith(b"sysbench"):
+                    seen.append(b" ".join(argv).decode(errors="replace"))
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        res = runner.probe("read", concurrency=2, queries=20000, rounds=2, timeout=60, rows=1000)
+    finally:
+        done.set()
+        watcher.join()
+    assert res.errors == 0  # the options file did carry the password
+    assert seen, "no sysbench process was seen running"
+    _no_secret(*seen)
+    files = {arg.split("=", 1)[1] for cmd in seen for arg in cmd.split() if arg.startswith("--config-file=")}
+    assert len(files) >= 1
+    assert all("--config-file=" in cmd for cmd in seen)
+    assert not [f for f in files if Path(f).exists()], "options files with the password left behind"
 
 
 def test_prepare_probe_repairs_the_read_table(runner: SysbenchRunner, mariadb: MariaDB) -> None:

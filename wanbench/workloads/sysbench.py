@@ -28,6 +28,7 @@ import re
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -335,6 +336,9 @@ class DatasetState:
     detail: str = ""
 
 
+#: moved from the command line into an options file when sysbench runs
+_PASSWORD_OPTION = "--mysql-password="
+
 class SysbenchRunner:
     """Runs sysbench against one endpoint (direct or through the proxy).
 
@@ -383,7 +387,7 @@ class SysbenchRunner:
             "--mysql-host=" + ",".join([self.host, *(h for h, _ in self.more_endpoints)]),
             "--mysql-port=" + ",".join(str(pt) for pt in [self.port, *(pt for _, pt in self.more_endpoints)]),
             f"--mysql-user={self.user}",
-            f"--mysql-password={self.password}",
+            f"{_PASSWORD_OPTION}{self.password}",
             f"--mysql-db={self.database}",
         ]
 
@@ -457,6 +461,25 @@ class SysbenchRunner:
 
     def _execute(self, argv: Sequence[str], *, timeout: float, what: str, threads: int,
                  window_marker: str, env: Mapping[str, str] | None = None) -> _Run:
+        """Run sysbench (see ``_run_sysbench``) with the password in a 0600
+        options file removed afterwards, never on its command line: any user
+        of the machine can read ``/proc/PID/cmdline``."""
+        secret = [a for a in argv if a.startswith(_PASSWORD_OPTION)]
+        if not secret:
+            return self._run_sysbench(argv, timeout=timeout, what=what, threads=threads,
+                                      window_marker=window_marker, env=env)
+        fd, name = tempfile.mkstemp(prefix="wanbench-sysbench-", suffix=".cfg")
+        try:
+            with os.fdopen(fd, "w") as fh:
+                fh.write("".join(a[2:] + "\n" for a in secret))
+            rest = [a for a in argv if not a.startswith(_PASSWORD_OPTION)]
+            return self._run_sysbench([rest[0], f"--config-file={name}", *rest[1:]], timeout=timeout, what=what,
+                                      threads=threads, window_marker=window_marker, env=env)
+        finally:
+            Path(name).unlink(missing_ok=True)
+
+    def _run_sysbench(self, argv: Sequence[str], *, timeout: float, what: str, threads: int,
+                      window_marker: str, env: Mapping[str, str] | None = None) -> _Run:
         """Run sysbench, measure its CPU from ``window_marker`` on, kill it by
         PID when it outlives ``timeout``."""
         full_env = dict(os.environ)
