@@ -94,6 +94,12 @@ def lab_topology(base: int, version: str = "") -> Topology:
 CPU_LAYOUTS = ("split", "shared")
 
 
+def check_layout_name(name: str) -> str:
+    if name not in CPU_LAYOUTS:
+        raise InfrastructureError(f"unknown lab CPU layout {name!r} (known: {', '.join(CPU_LAYOUTS)})")
+    return name
+
+
 @dataclass(frozen=True)
 class CpuLayout:
     """Which CPUs the lab's processes may run on.
@@ -112,10 +118,8 @@ class CpuLayout:
 
     @classmethod
     def plan(cls, name: str, available: Collection[int]) -> CpuLayout:
-        if name not in CPU_LAYOUTS:
-            raise InfrastructureError(f"unknown lab CPU layout {name!r} (known: {', '.join(CPU_LAYOUTS)})")
         cpus = sorted(available)
-        if name == "shared" or len(cpus) < 2:
+        if check_layout_name(name) == "shared" or len(cpus) < 2:
             return cls("shared")
         half = len(cpus) // 2
         return cls("split", tuple(cpus[half:]), tuple(cpus[:half]))
@@ -158,9 +162,7 @@ class Lab:
     def __init__(self, run_dir: str | os.PathLike[str] | None = None, port_base: int | None = None,
                  cpu_layout: str = "split") -> None:
         self.run_dir = Path(run_dir) if run_dir else PROJECT_ROOT / ".run" / "lab"
-        if cpu_layout not in CPU_LAYOUTS:
-            raise InfrastructureError(f"unknown lab CPU layout {cpu_layout!r} (known: {', '.join(CPU_LAYOUTS)})")
-        self.requested_layout = cpu_layout
+        self.requested_layout = check_layout_name(cpu_layout)
         env_base = os.environ.get("WANBENCH_LAB_PORT_BASE")
         self.port_base = port_base or (int(env_base) if env_base else DEFAULT_PORT_BASE)
         self._started_here = False
@@ -514,7 +516,7 @@ class Lab:
             "up": all(running.values()),
             "version": state.get("version"),
             "owner": state.get("owner"),
-            "cpus": self.cpu_layout.to_json() if state else None,
+            "cpus": CpuLayout.from_json(state.get("cpus")).to_json() if state else None,
             "components": {},
             "endpoints": {p: "%s:%d" % self.endpoint(p) for p in ("proxy", "direct")},
             "links": {ln.name: {"src": ln.src, "dst": ln.dst, "listen": ln.listen} for ln in self.topology.links},
@@ -540,8 +542,8 @@ class Lab:
         """Move the running lab's servers (every thread) to another CPU
         layout; clients started afterwards follow ``cpu_layout.client``.
         Used to compare layouts side by side on one lab (``bench/lab_noise``)."""
-        layout = CpuLayout.plan(layout_name, os.sched_getaffinity(0))
         everywhere = os.sched_getaffinity(0)
+        layout = CpuLayout.plan(layout_name, everywhere)
         for service in SERVICES:
             h = self.handle(service)
             if h is None or not h.alive():

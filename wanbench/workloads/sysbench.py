@@ -31,7 +31,8 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -339,6 +340,21 @@ class DatasetState:
 #: moved from the command line into an options file when sysbench runs
 _PASSWORD_OPTION = "--mysql-password="
 
+
+@contextmanager
+def options_file(options: Sequence[str], *, prefix: str = "wanbench-sysbench-") -> Iterator[Path]:
+    """sysbench options (``name=value`` lines, e.g. the password) in a 0600
+    file for ``--config-file``, removed afterwards: what is in it never
+    shows on a command line, which any user can read in /proc/PID/cmdline."""
+    fd, name = tempfile.mkstemp(prefix=prefix, suffix=".cfg")
+    try:
+        with os.fdopen(fd, "w") as fh:
+            fh.write("".join(o + "\n" for o in options))
+        yield Path(name)
+    finally:
+        Path(name).unlink(missing_ok=True)
+
+
 class SysbenchRunner:
     """Runs sysbench against one endpoint (direct or through the proxy).
 
@@ -468,15 +484,10 @@ class SysbenchRunner:
         if not secret:
             return self._run_sysbench(argv, timeout=timeout, what=what, threads=threads,
                                       window_marker=window_marker, env=env)
-        fd, name = tempfile.mkstemp(prefix="wanbench-sysbench-", suffix=".cfg")
-        try:
-            with os.fdopen(fd, "w") as fh:
-                fh.write("".join(a[2:] + "\n" for a in secret))
-            rest = [a for a in argv if not a.startswith(_PASSWORD_OPTION)]
-            return self._run_sysbench([rest[0], f"--config-file={name}", *rest[1:]], timeout=timeout, what=what,
+        rest = [a for a in argv if not a.startswith(_PASSWORD_OPTION)]
+        with options_file([a.removeprefix("--") for a in secret]) as cfg:
+            return self._run_sysbench([rest[0], f"--config-file={cfg}", *rest[1:]], timeout=timeout, what=what,
                                       threads=threads, window_marker=window_marker, env=env)
-        finally:
-            Path(name).unlink(missing_ok=True)
 
     def _run_sysbench(self, argv: Sequence[str], *, timeout: float, what: str, threads: int,
                       window_marker: str, env: Mapping[str, str] | None = None) -> _Run:

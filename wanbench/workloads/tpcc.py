@@ -24,8 +24,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +33,7 @@ from wanbench.errors import CommandError, ConfigError, InfrastructureError, Miss
 from wanbench.procs import pinned
 from wanbench.results import Latency, Round, WorkloadResult
 from wanbench.workloads.clientcpu import ClientLoad, assess, usable_cores
+from wanbench.workloads.sysbench import options_file
 
 LUA_DIR = Path(__file__).resolve().parent.parent / "lua"
 SCRIPT = LUA_DIR / "tpcc.lua"
@@ -316,18 +316,6 @@ def expected_efficiency(summary: TpccSummary, *, oversleep_s: float = 0.0) -> fl
 # ---------------------------------------------------------------- sysbench
 
 
-@contextmanager
-def _credentials_file(conn: Connection) -> Iterator[Path]:
-    """sysbench options with the password, in a 0600 file removed afterwards."""
-    fd, name = tempfile.mkstemp(prefix="wanbench-tpcc-", suffix=".cfg")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(f"mysql-user={conn.user}\nmysql-password={conn.password}\n")
-        yield Path(name)
-    finally:
-        Path(name).unlink(missing_ok=True)
-
-
 def _redact(text: str, conn: Connection) -> str:
     return text.replace(conn.password, "***") if conn.password else text
 
@@ -360,7 +348,9 @@ def run_sysbench(conn: Connection, opts: TpccOptions, command: str, *, timeout: 
     """Run one sysbench command; measure its CPU with wait4 (exact, per process)."""
     if shutil.which(opts.sysbench) is None:
         raise MissingToolError(opts.sysbench, "apt-get install sysbench (1.0.20)")
-    with _credentials_file(conn) as cfg, tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+    credentials = [f"mysql-user={conn.user}", f"mysql-password={conn.password}"]
+    with options_file(credentials, prefix="wanbench-tpcc-") as cfg, tempfile.TemporaryFile("w+") as out, \
+            tempfile.TemporaryFile("w+") as err:
         argv = sysbench_argv(conn, opts, command, cfg)
         shown = shlex.join(argv)
         start = time.monotonic()
@@ -540,7 +530,7 @@ def _round(r: _RoundRun) -> Round:
 
 
 def to_workload_result(done: Sequence[_RoundRun], opts: TpccOptions, *, checks: Sequence[Mapping[str, Any]],
-                       cores: int | None = None) -> WorkloadResult:
+                       cores: int) -> WorkloadResult:
     """Headline numbers over all rounds (merged histograms); per-round tpmC
     in ``extra["tpmc_rounds"]`` for the gate's statistics."""
     stats = merge_stats([r.stats for r in done])
@@ -569,7 +559,7 @@ def to_workload_result(done: Sequence[_RoundRun], opts: TpccOptions, *, checks: 
         errors=errors,
         errors_by_code=dict(summary.errors_by_code),
         reports=reports,
-        client={**assess([ClientLoad(r.sb.cpu_s, r.sb.wall_s, opts.threads, cores or usable_cores())
+        client={**assess([ClientLoad(r.sb.cpu_s, r.sb.wall_s, opts.threads, cores)
                           for r in done]),
                 "cpu_s": cpu, "wall_s": wall,
                 "cpu_ms_per_txn": cpu / (ok_total + errors) * 1000.0 if ok_total + errors else math.nan,
