@@ -21,6 +21,7 @@ max 51.5 ms while the process ran 160 ms longer than sysbench's own time
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -507,54 +508,57 @@ class SysbenchRunner:
         mark: list[tuple[float, float]] = []
         reaped: list[tuple[int, Any, float]] = []
         lock = threading.Lock()
-        sampler = RunnableSampler(proc.pid, threads)
         stop = threading.Event()
-
-        def read() -> None:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                lines.append(line)
-                if not mark and window_marker in line:
-                    cpu = process_cpu_seconds(proc.pid)
-                    if cpu is not None:
-                        now = time.monotonic()
-                        sampler.sample(now)
-                        mark.append((now, cpu))
-
-        def sample() -> None:
-            # a sampling period, not a wait for a condition: /proc is read
-            # twice a second (less at high thread counts) so the measured
-            # process is not disturbed
-            period = max(0.5, min(2.0, threads / 250))
-            while not stop.wait(period):
-                with lock:
-                    if reaped:
-                        return
-                    if mark:
-                        sampler.sample(time.monotonic())
-
-        def reap() -> None:
-            _pid, status, usage = os.wait4(proc.pid, 0)
-            with lock:
-                reaped.append((status, usage, time.monotonic()))
-
-        reader = threading.Thread(target=read, name=f"sysbench-out-{proc.pid}", daemon=True)
-        reaper = threading.Thread(target=reap, name=f"sysbench-wait-{proc.pid}", daemon=True)
-        sampler_thread = threading.Thread(target=sample, name=f"sysbench-sched-{proc.pid}", daemon=True)
-        reader.start()
-        reaper.start()
-        sampler_thread.start()
+        reaper: threading.Thread | None = None
         killed = False
-        try:
+        try:  # from here on, also on a Ctrl-C that lands before the wait: never leave a sysbench behind
+            sampler = RunnableSampler(proc.pid, threads)
+
+            def read() -> None:
+                assert proc.stdout is not None
+                for line in proc.stdout:
+                    lines.append(line)
+                    if not mark and window_marker in line:
+                        cpu = process_cpu_seconds(proc.pid)
+                        if cpu is not None:
+                            now = time.monotonic()
+                            sampler.sample(now)
+                            mark.append((now, cpu))
+
+            def sample() -> None:
+                # a sampling period, not a wait for a condition: /proc is read
+                # twice a second (less at high thread counts) so the measured
+                # process is not disturbed
+                period = max(0.5, min(2.0, threads / 250))
+                while not stop.wait(period):
+                    with lock:
+                        if reaped:
+                            return
+                        if mark:
+                            sampler.sample(time.monotonic())
+
+            def reap() -> None:
+                _pid, status, usage = os.wait4(proc.pid, 0)
+                with lock:
+                    reaped.append((status, usage, time.monotonic()))
+
+            reader = threading.Thread(target=read, name=f"sysbench-out-{proc.pid}", daemon=True)
+            reaper = threading.Thread(target=reap, name=f"sysbench-wait-{proc.pid}", daemon=True)
+            sampler_thread = threading.Thread(target=sample, name=f"sysbench-sched-{proc.pid}", daemon=True)
+            reader.start()
+            reaper.start()
+            sampler_thread.start()
             reaper.join(timeout)
         finally:
-            # also on Ctrl-C: never leave a sysbench behind
             with lock:
                 if not reaped:
                     os.kill(proc.pid, signal.SIGKILL)
                     killed = True
-            if killed:
+            if killed and reaper is not None and reaper.is_alive():
                 reaper.join(10)
+            elif killed:  # interrupted before the reaper ran: reap sysbench here
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(proc.pid, 0)
         stop.set()
         sampler_thread.join(10)
         reader.join(10)
