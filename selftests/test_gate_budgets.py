@@ -114,7 +114,28 @@ BAD = [
     ("bad correction", "profile: lab\ngate:\n  correction: fisher\nrules:\n  - baseline: {qps: 5%}\n", 3,
      "unknown correction 'fisher'"),
     ("rule not a mapping", "profile: lab\nrules:\n  - qps\n", 3, "each rule is a mapping"),
+    ("drop in percent", "profile: lab\nrules:\n  - family: rtt\n    drop:\n      qps: 5%\n", 5,
+     "qps: drop limit '5%' must be percentage points such as '5 points'"),
+    ("drop of the error rate", "profile: lab\nrules:\n  - family: rtt\n    drop:\n      error_rate: 1 point\n", 5,
+     "error_rate has no drop check"),
+    ("drop on a workload family", "profile: lab\nrules:\n  - family: tpcc\n    drop: {qps: 5 points}\n", 4,
+     "a drop rule can never match"),
+    ("bad min_runs", "profile: lab\ngate:\n  min_runs: 1\nrules:\n  - baseline: {qps: 5%}\n", 3,
+     "min_runs must be an integer >= 2"),
 ]
+
+
+def test_drop_checks_are_in_points_and_skip_level_zero(tmp_path: Path) -> None:
+    text = "profile: lab\ngate:\n  min_runs: 4\nrules:\n  - family: [rtt, bandwidth]\n    drop:\n" \
+           "      qps: 5 points\n      latency_ms.p99: 10pt\n"
+    budgets = load_budgets(write(tmp_path, text), profile="lab")
+    assert budgets.policy.min_runs == 4
+    checks = {(c.kind, c.metric): c for c in budgets.checks_for(CellKey("rtt", "proxy", "50ms", 10))}
+    assert checks[("drop", "qps")].limit == pytest.approx(0.05)
+    assert checks[("drop", "qps")].describe_limit() == "5 points"
+    assert checks[("drop", "qps")].per_run
+    assert checks[("drop", "latency_ms.p99")].limit == pytest.approx(0.10)
+    assert not budgets.checks_for(CellKey("rtt", "proxy", "0ms", 10))
 
 
 @pytest.mark.parametrize(("text", "line", "reason"), [b[1:] for b in BAD], ids=[b[0] for b in BAD])

@@ -20,8 +20,9 @@ BATCHES = json.loads((ROOT / "selftests" / "data" / "gate" / "probe_read_batches
 QPS_ONLY = "profile: lab\nrules:\n  - baseline:\n      qps: 5%\n"
 
 
-def cell(scenario: str, level: str, tag: str) -> CellResult:
-    rounds = tuple(Round.from_json(r) for r in BATCHES[tag])
+def cell(scenario: str, level: str, tag: str, factor: float = 1.0) -> CellResult:
+    """A cell from a recorded batch; ``factor`` scales its QPS (a made-up slowdown)."""
+    rounds = tuple(Round.from_json({**r, "qps": r["qps"] * factor}) for r in BATCHES[tag])
     w = WorkloadResult("probe_read", 8, rounds, rounds[0].latency_ms)
     value = 0 if level == "0ms" else float(level.removesuffix("ms"))
     return CellResult(f"t[{scenario}-{level}]", "rtt", scenario, {"kind": "delay", "value": value, "label": level},
@@ -37,6 +38,12 @@ def doc(path: Path, cells: list[CellResult], **ctx_changes: Any) -> Path:
     return path
 
 
+def base_runs(tmp_path: Path, scenarios: tuple[str, ...] = ("replica_read",), **ctx: Any) -> list[Path]:
+    """Five accepted runs (results documents), one recorded batch each."""
+    return [doc(tmp_path / f"base{i}.json", [cell(s, "50ms", f"same{i}-base") for s in scenarios], **ctx)
+            for i in range(11, 16)]
+
+
 def compare(*args: str | Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "wanbench", "compare", *map(str, args)], cwd=ROOT,
                           capture_output=True, text=True, timeout=120, check=False)
@@ -50,28 +57,37 @@ def budgets(tmp_path: Path) -> Path:
 
 
 def test_regression_exits_1_and_prints_the_table(tmp_path: Path, budgets: Path) -> None:
-    base = doc(tmp_path / "base.json", [cell("replica_read", "50ms", "handicap6-base"),
-                                        cell("proxy", "50ms", "same1-base")])
-    cur = doc(tmp_path / "cur.json", [cell("replica_read", "50ms", "handicap6-current"),
-                                      cell("proxy", "50ms", "same1-base")])
-    res = compare(base, cur, "--budgets", budgets, "--json", tmp_path / "verdicts.json")
+    base = base_runs(tmp_path, ("replica_read", "proxy"))
+    cur = doc(tmp_path / "cur.json", [cell("replica_read", "50ms", "same10-base", 0.6),
+                                      cell("proxy", "50ms", "same10-base")])
+    res = compare(*base, cur, "--budgets", budgets, "--json", tmp_path / "verdicts.json")
     assert res.returncode == 1, res.stdout + res.stderr
     lines = res.stdout.splitlines()
     assert lines[0].split() == ["cell", "verdict", "QPS"]
-    assert any(line.split()[-2:] == ["regression", "-14.0%"] for line in lines if line.startswith("replica_read"))
-    assert ("[regression] replica_read rtt=50ms c=8: QPS 20872 is 14.0% below baseline 24278 (budget 5%, "
-            "p=0.004, 5 rounds vs 5, baseline 2026-11-22 mariadb 10.11.19)") in res.stdout
-    assert "2 cells: 1 inconclusive, 1 regression" in res.stdout  # alpha is shared by the two cells
+    assert any(line.split()[-2:] == ["regression", "-41.4%"] for line in lines if line.startswith("replica_read"))
+    assert "[regression] replica_read rtt=50ms c=8: QPS 13289 is 41.4% below baseline 22684 (budget 5%, p=0.004, " \
+        in res.stdout
+    assert "1 run vs 5 accepted, baseline 2026-11-22 mariadb 10.11.19, 5 accepted runs)" in res.stdout
+    assert "2 cells: 1 inconclusive, 1 regression" in res.stdout  # the runs differ too much to judge 5 % on proxy
     verdicts = json.loads((tmp_path / "verdicts.json").read_text())
     assert [v["status"] for v in verdicts] == ["regression", "inconclusive"]
 
 
-def test_same_run_exits_0(tmp_path: Path, budgets: Path) -> None:
-    cells = [cell("replica_read", "50ms", "same1-base")]
-    base = doc(tmp_path / "base.json", cells)
-    res = compare(base, base, "--budgets", budgets)
+def test_one_baseline_run_is_never_enough_for_a_regression(tmp_path: Path, budgets: Path) -> None:
+    """The run is the unit: against one accepted run there is no spread between runs to judge with."""
+    base = doc(tmp_path / "base.json", [cell("replica_read", "50ms", "same11-base")])
+    cur = doc(tmp_path / "cur.json", [cell("replica_read", "50ms", "same10-base", 0.6)])
+    res = compare(base, cur, "--budgets", budgets)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert "1 cells: 1 pass" in res.stdout
+    assert "the gate needs 3 to know how much separate runs differ: record 2 more" in res.stdout
+
+
+def test_same_code_exits_0(tmp_path: Path, budgets: Path) -> None:
+    res = compare(*base_runs(tmp_path), doc(tmp_path / "cur.json", [cell("replica_read", "50ms", "same16-base")]),
+                  "--budgets", budgets)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "1 cells: 1 " in res.stdout
+    assert "regression" not in res.stdout
 
 
 def test_default_budgets_of_the_profile_are_used(tmp_path: Path) -> None:
@@ -94,13 +110,13 @@ def test_other_environment_is_incomparable_and_exits_0(tmp_path: Path, budgets: 
 
 
 def test_new_server_version_needs_release(tmp_path: Path, budgets: Path) -> None:
-    base = doc(tmp_path / "base.json", [cell("replica_read", "50ms", "handicap6-base")])
-    cur = doc(tmp_path / "cur.json", [cell("replica_read", "50ms", "handicap6-current")],
+    base = base_runs(tmp_path)
+    cur = doc(tmp_path / "cur.json", [cell("replica_read", "50ms", "same10-base", 0.6)],
               versions={"mariadb": "10.11.20"})
-    refused = compare(base, cur, "--budgets", budgets)
+    refused = compare(*base, cur, "--budgets", budgets)
     assert refused.returncode == 0
     assert "versions.mariadb: 10.11.19 -> 10.11.20" in refused.stdout
-    gated = compare(base, cur, "--budgets", budgets, "--release", "10.11.20")
+    gated = compare(*base, cur, "--budgets", budgets, "--release", "10.11.20")
     assert gated.returncode == 1, gated.stdout
     assert "[regression]" in gated.stdout
 
@@ -110,10 +126,10 @@ def test_baseline_store_file_as_baseline(tmp_path: Path, budgets: Path) -> None:
     fp = Fingerprint.from_context(CTX)
     for tag in ("handicap6-base", "handicap2-base", "handicap3-base"):
         store.save(fp, [cell("replica_read", "50ms", tag)], accepted_at="2026-11-20T10:00:00+00:00")
-    cur = doc(tmp_path / "cur.json", [cell("replica_read", "50ms", "handicap6-current")])
+    cur = doc(tmp_path / "cur.json", [cell("replica_read", "50ms", "handicap6-current", 0.6)])
     res = compare(tmp_path / "store" / fp.filename, cur, "--budgets", budgets)
     assert res.returncode == 1, res.stdout + res.stderr
-    assert "5 rounds vs 15, baseline 2026-11-20 mariadb 10.11.19, 3 accepted runs)" in res.stdout
+    assert "1 run vs 3 accepted, baseline 2026-11-20 mariadb 10.11.19, 3 accepted runs)" in res.stdout
 
 
 @pytest.mark.parametrize(

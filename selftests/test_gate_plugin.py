@@ -20,9 +20,18 @@ BATCHES = ROOT / "selftests" / "data" / "gate" / "probe_read_batches.json"
 
 CONFTEST = '''
 import json, os
+from pathlib import Path
 import pytest
 
 pytest_plugins = ["fixtures.options", "fixtures.gate"]
+
+
+def pytest_configure(config):
+    """Count the invocations: each one measures the next batch of its plan."""
+    counter = Path(config.rootpath) / "invocations"
+    n = int(counter.read_text()) if counter.exists() else 0
+    counter.write_text(str(n + 1))
+    config.invocation_number = n
 
 
 @pytest.fixture(scope="session")
@@ -40,9 +49,12 @@ with open(os.environ["GATE_BATCHES"]) as fh:
 PLAN = json.loads(os.environ["GATE_PLAN"])
 
 
-@pytest.mark.parametrize(("scenario", "tag"), PLAN, ids=[p[0] for p in PLAN])
-def test_cell(gate, scenario, tag):
-    rounds = tuple(Round.from_json(r) for r in BATCHES[tag])
+@pytest.mark.parametrize(("scenario", "tags"), PLAN, ids=[p[0] for p in PLAN])
+def test_cell(request, gate, scenario, tags):
+    """``tags``: one recorded batch per invocation (the last one repeats); ``tag*0.6`` scales its QPS."""
+    tags = [tags] if isinstance(tags, str) else tags
+    tag, _, factor = tags[min(request.config.invocation_number, len(tags) - 1)].partition("*")
+    rounds = tuple(Round.from_json({**r, "qps": r["qps"] * float(factor or 1)}) for r in BATCHES[tag])
     w = WorkloadResult("probe_read", 8, rounds, rounds[0].latency_ms)
     cell = CellResult("t", "rtt", scenario, {"kind": "delay", "value": 50.0, "label": "50ms"}, 8, w, path="proxy")
     try:
@@ -80,35 +92,66 @@ def run(project: Path, plan: list[list[str]], *args: str, **ctx: Any) -> subproc
 
 GOOD = [["replica_read", "handicap6-base"], ["proxy", "same1-base"]]
 SLOWER = [["replica_read", "handicap6-current"], ["proxy", "same1-base"]]
+#: five runs of unchanged code, one recorded batch each, then the same code again
+RUNS = [["replica_read", [f"same{i}-base" for i in range(11, 17)]], ["proxy", [f"same{i}-base" for i in range(1, 7)]]]
 
 
-def test_save_rerun_and_catch_a_regression(project: Path) -> None:
+def test_first_run_passes_and_says_there_was_nothing_to_compare(project: Path) -> None:
     first = run(project, GOOD, "--budgets", "budgets.yaml", "--baseline-save", "--release", "10.11.19-ga")
     assert first.returncode == 0, first.stdout + first.stderr
-    assert "2 skipped" in first.stdout
-    assert "no-baseline: replica_read rtt=50ms c=8: no baseline for this cell" in first.stdout
+    assert "2 passed" in first.stdout.splitlines()[-1]
+    assert "2 cell(s) measured with no baseline to compare: they pass" in first.stdout
+    assert "[no-baseline] replica_read rtt=50ms c=8: no baseline for this cell" in first.stdout
     saved = list((project / "store").glob("lab-*.json"))
     assert len(saved) == 1
     assert f"baseline saved: {saved[0]} (2 cells)" in first.stdout
     stored = json.loads(saved[0].read_text())
     assert stored["runs"][0]["release"] == "10.11.19-ga"
+    assert stored["runs"][0]["cells"]["rtt/replica_read/50ms/c=8/proxy/probe_read"]["summary"]["qps"] > 0
 
-    again = run(project, GOOD, "--budgets", "budgets.yaml")
+
+def test_baseline_runs_rerun_unchanged_and_catch_a_regression(project: Path) -> None:
+    """--baseline-runs 5 records five accepted runs as five invocations; a
+    sixth of the same code is no regression; a 40 % slower one is."""
+    saved = run(project, RUNS, "--budgets", "budgets.yaml", "--baseline-save", "--baseline-runs", "5")
+    assert saved.returncode == 0, saved.stdout + saved.stderr
+    assert "recording baseline run 5 of 5 as a separate invocation" in saved.stdout
+    assert (project / "invocations").read_text() == "5"
+    store = json.loads(next((project / "store").glob("lab-*.json")).read_text())
+    assert len(store["runs"]) == 5
+    again = run(project, RUNS, "--budgets", "budgets.yaml")
     assert again.returncode == 0, again.stdout + again.stderr
-    assert "failed" not in again.stdout.splitlines()[-1]
+    assert "regression" not in again.stdout
+    slower = [["replica_read", ["same10-base*0.6"]], ["proxy", ["same7-base"]]]
+    res = run(project, slower, "--budgets", "budgets.yaml")
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "1 failed" in res.stdout.splitlines()[-1]
+    assert "replica_read rtt=50ms c=8: QPS 13289 is" in res.stdout
+    assert "1 run vs 5 accepted, baseline " in res.stdout
+    assert "wanbench gate" in res.stdout  # the summary section
 
-    slower = run(project, SLOWER, "--budgets", "budgets.yaml")
-    assert slower.returncode == 1, slower.stdout + slower.stderr
-    assert "1 failed" in slower.stdout.splitlines()[-1]
-    assert "replica_read rtt=50ms c=8: QPS 20872 is 14.0% below baseline 24278 (budget 5%, p=0.004, " \
-           "5 rounds vs 5, baseline " in slower.stdout
-    assert "mariadb 10.11.19)" in slower.stdout
-    assert "wanbench gate" in slower.stdout  # the summary section
+
+def test_gate_max_runs_repeats_undecided_cells_as_separate_invocations(project: Path) -> None:
+    """Accepted runs 5 % apart: one run 12 % slower cannot be told from them
+    at alpha 0.05 / 3 looks; the next invocations of the chain decide."""
+    spread = [["replica_read", [f"same11-base*{f}" for f in (1.0, 1.06, 0.94, 1.04, 0.96)]]]
+    assert run(project, spread, "--budgets", "budgets.yaml", "--baseline-save", "--baseline-runs", "5").returncode == 0
+    (project / "invocations").write_text("0")
+    slower = [["replica_read", ["same11-base*0.88", "same11-base*0.86", "same11-base*0.87"]]]
+    chained = run(project, slower, "--budgets", "budgets.yaml", "--gate-max-runs", "3")
+    out = chained.stdout
+    assert "1 inconclusive (alpha 0.05 over 1 cells, run 1 of at most 3" in out, out
+    assert "measuring them again as a separate invocation (run 2 of at most 3)" in out, out
+    assert "2 runs vs 5 accepted" in out, out
+    assert "[run 2 of at most 3]" in out, out
+    assert chained.returncode == 1, out
+    assert "run 2 ended with exit status 1" in out
+    assert (project / "invocations").read_text() == "2"  # decided at the second look: no third run
 
 
 def test_strict_gate_fails_inconclusive_cells(project: Path) -> None:
     assert run(project, GOOD, "--budgets", "budgets.yaml", "--baseline-save").returncode == 0
-    # same rounds again: the proxy cell's spread hides a 5 % change at alpha 0.05 / 2 cells
+    # one accepted run: the gate cannot know how much runs differ
     lenient = run(project, GOOD, "--budgets", "budgets.yaml")
     assert lenient.returncode == 0, lenient.stdout
     assert "inconclusive: proxy rtt=50ms c=8" in lenient.stdout

@@ -127,3 +127,30 @@ def test_noise_floor_formulas_agree_with_each_other_and_a_simulation() -> None:
     # and the best rule, "flag drops beyond the floor", catches 10 % drops as predicted
     caught = sum(1 for s in shifts if -math.expm1(s + math.log(0.9)) > floor) / len(shifts)
     assert caught == pytest.approx(stats.best_detection(sd, 0.10, 0.05), abs=0.01)
+
+
+@pytest.mark.parametrize(("q", "df", "expected"), [(0.95, 4, 2.1318), (0.975, 10, 2.2281), (0.99, 2, 6.9646),
+                                                   (0.05, 3, -2.3534)])
+def test_student_t_quantiles_match_the_tables(q: float, df: int, expected: float) -> None:
+    assert stats.student_t_ppf(q, df) == pytest.approx(expected, abs=1e-3)
+
+
+def test_run_t_test_treats_each_run_as_one_observation() -> None:
+    """Known answer: runs 100, 102, 98, 101, 99 against one run at 90 on the log scale."""
+    t = stats.run_t_test([90.0], [100.0, 102.0, 98.0, 101.0, 99.0], log=True)
+    assert t.df == 4
+    assert t.diff == pytest.approx(math.log(90) - sum(map(math.log, (100, 102, 98, 101, 99))) / 5)
+    assert t.p_less == pytest.approx(0.00185, abs=1e-4)  # t = -6.08, df 4
+    assert t.p_greater > 0.99
+    assert stats.run_t_test([90.0], [100.0], log=True).p_less == 1.0  # one accepted run: no spread, no test
+
+
+def test_run_t_test_false_positive_rate_is_alpha_on_simulated_runs() -> None:
+    rnd = random.Random(7)
+    hits = 0
+    trials = 4000
+    for _ in range(trials):
+        base = [math.exp(rnd.gauss(0, 0.05)) for _ in range(5)]
+        cur = [math.exp(rnd.gauss(0, 0.05))]
+        hits += stats.run_t_test(cur, base, log=True).p_less <= 0.05
+    assert 0.035 <= hits / trials <= 0.065

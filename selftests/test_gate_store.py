@@ -64,7 +64,7 @@ def test_keeps_the_last_n_runs_per_cell(tmp_path: Path) -> None:
     assert primary is not None
     assert primary.runs == 1
     doc = json.loads((tmp_path / fp().filename).read_text())
-    assert doc["schema"] == 1
+    assert doc["schema"] == 2
     assert doc["kind"] == "wanbench-baseline"
     assert len(doc["runs"]) == 4  # run 0 kept for 'primary' only
 

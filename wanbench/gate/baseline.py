@@ -26,7 +26,9 @@ from wanbench.errors import ConfigError
 from wanbench.gate.budgets import CellKey
 from wanbench.results import CellResult, write_json_atomic
 
-STORE_SCHEMA = 1
+STORE_SCHEMA = 2
+#: schemas this wanbench reads (1: rounds only; the run summaries are derived)
+READABLE_SCHEMAS = (1, 2)
 #: the parts of a run context that must be equal for two runs to be compared
 ENV_FIELDS = ("profile", "topology_shape", "client", "params")
 #: the client facts that are hardware; host name, Python version... are not
@@ -114,8 +116,44 @@ def cell_key(cell: CellResult | Mapping[str, Any]) -> CellKey:
 
 
 def is_level0(cell: CellResult | Mapping[str, Any]) -> bool:
+    """Level 0 of a fault family (or a plain workload cell, which has no level)."""
     level = cell.level if isinstance(cell, CellResult) else (cell.get("level") or {})
     return isinstance(level, Mapping) and level.get("value") == 0
+
+
+@dataclass(frozen=True)
+class RunCell:
+    """One measured cell of a run, as the gate and the store read it."""
+
+    key: CellKey
+    samples: Samples
+    level0: bool
+    client: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, cell: CellResult | Mapping[str, Any]) -> RunCell:
+        if isinstance(cell, CellResult):
+            client: Mapping[str, Any] = dict(cell.workload.client or {})
+        else:
+            client = dict(cell.get("client") or {})
+        return cls(cell_key(cell), samples_of(cell), is_level0(cell), client)
+
+
+def run_entry_cells(cells: Sequence[RunCell]) -> dict[str, dict[str, Any]]:
+    """A run's cells as the store keeps them: rounds, the run's summary, and
+    for faulted cells the drop against the same run's level 0."""
+    level0 = {c.key.level0_group: summary_of(c.samples) for c in cells if c.level0 and c.samples}
+    out: dict[str, dict[str, Any]] = {}
+    for c in cells:
+        if not c.samples:
+            continue
+        summary = summary_of(c.samples)
+        entry: dict[str, Any] = {"samples": c.samples, "summary": summary}
+        ref = None if c.level0 else level0.get(c.key.level0_group)
+        if ref and (drop := drops_of(summary, ref)):
+            entry["drop"] = drop
+        out[c.key.id] = entry
+    return out
 
 
 def _finite(values: Sequence[Any]) -> list[float]:
@@ -154,6 +192,35 @@ def samples_of(cell: CellResult | Mapping[str, Any]) -> Samples:
     return {k: v for k, v in out.items() if v}
 
 
+def summary_of(samples: Samples) -> dict[str, float]:
+    """One value per metric for a whole run: the median of its rounds. The
+    run, not the round, is what the gate replicates."""
+    return {m: statistics.median(v) for m, v in samples.items() if v}
+
+
+def worsening(metric_higher_is_better: bool, value: float, reference: float) -> float:
+    """How much worse ``value`` is than ``reference``, as a fraction (0.25 =
+    25 % less QPS, or 25 % more latency); ``nan`` without a reference."""
+    if not reference or math.isnan(reference) or math.isnan(value):
+        return math.nan
+    return (1.0 - value / reference) if metric_higher_is_better else (value / reference - 1.0)
+
+
+def drops_of(summary: Mapping[str, float], level0: Mapping[str, float]) -> dict[str, float]:
+    """The seeds' "% drop": each metric of a faulted cell against level 0 of
+    the same run. Measured minutes apart in one run, it cancels how fast the
+    machine happens to be today."""
+    from wanbench.gate.budgets import METRICS  # the metric table lives with the budgets
+
+    out: dict[str, float] = {}
+    for metric, value in summary.items():
+        if metric in METRICS and metric in level0 and metric != "error_rate":
+            d = worsening(METRICS[metric], value, level0[metric])
+            if not math.isnan(d):
+                out[metric] = d
+    return out
+
+
 @dataclass(frozen=True)
 class BaselineCell:
     """The pooled samples of one cell over the accepted runs that hold it."""
@@ -166,6 +233,8 @@ class BaselineCell:
     release: str
     #: per metric, the median of each accepted run: how much runs differ
     run_medians: Mapping[str, list[float]] = field(default_factory=dict)
+    #: per metric, each accepted run's drop against its own level 0
+    run_drops: Mapping[str, list[float]] = field(default_factory=dict)
 
     def describe(self) -> str:
         """``baseline 2026-11-20 mariadb 10.11.19`` for verdict messages."""
@@ -190,16 +259,21 @@ class BaselineFile:
             return None
         pooled: Samples = {}
         medians: dict[str, list[float]] = {}
+        drops: dict[str, list[float]] = {}
         for run in holding:
-            for metric, values in run["cells"][key.id].get("samples", {}).items():
-                vals = [float(v) for v in values]
+            entry = run["cells"][key.id]
+            samples = {m: [float(v) for v in vals] for m, vals in entry.get("samples", {}).items()}
+            for metric, vals in samples.items():
                 pooled.setdefault(metric, []).extend(vals)
-                if vals:
-                    medians.setdefault(metric, []).append(statistics.median(vals))
+            summary = entry.get("summary") or summary_of(samples)
+            for metric, value in summary.items():
+                medians.setdefault(metric, []).append(float(value))
+            for metric, value in (entry.get("drop") or {}).items():
+                drops.setdefault(metric, []).append(float(value))
         newest = holding[-1]
         return BaselineCell(
             key, pooled, len(holding), str(newest.get("accepted_at", "")),
-            dict(newest.get("versions", {})), str(newest.get("release", "")), medians,
+            dict(newest.get("versions", {})), str(newest.get("release", "")), medians, drops,
         )
 
     def versions(self) -> Mapping[str, Any]:
@@ -227,10 +301,10 @@ def read_store_file(path: str | Path) -> BaselineFile:
 def parse_store(data: Any, path: Path) -> BaselineFile:
     if not isinstance(data, dict) or data.get("kind") != "wanbench-baseline":
         raise ConfigError(f"{path}: not a wanbench baseline file")
-    if data.get("schema") != STORE_SCHEMA:
+    if data.get("schema") not in READABLE_SCHEMAS:
         raise ConfigError(
-            f"{path}: baseline schema {data.get('schema')!r}, this wanbench reads {STORE_SCHEMA}; "
-            "move the old store aside and record new baselines"
+            f"{path}: baseline schema {data.get('schema')!r}, this wanbench reads "
+            f"{', '.join(map(str, READABLE_SCHEMAS))}; move the old store aside and record new baselines"
         )
     fp = data["fingerprint"]
     return BaselineFile(path, Fingerprint.from_context(fp), list(data.get("runs", [])))
@@ -288,13 +362,15 @@ class BaselineStore:
     def save(
         self,
         fp: Fingerprint,
-        cells: Sequence[CellResult | Mapping[str, Any]],
+        cells: Sequence[RunCell | CellResult | Mapping[str, Any]],
         *,
         release: str = "",
         accepted_at: str | None = None,
         run_id: str = "",
     ) -> Path:
-        """Record ``cells`` as one accepted run; keep the last N runs per cell."""
+        """Record ``cells`` as one accepted run; keep the last N runs per cell.
+        Each cell keeps its rounds, the run's summary (median per metric) and,
+        for faulted cells, the drop against the run's own level 0."""
         path = self.directory / fp.filename
         bf = read_store_file(path) if path.exists() else BaselineFile(path, fp, [])
         when = accepted_at or dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
@@ -303,12 +379,8 @@ class BaselineStore:
             "accepted_at": when,
             "release": release,
             "versions": _plain(fp.versions),
-            "cells": {},
+            "cells": run_entry_cells([c if isinstance(c, RunCell) else RunCell.of(c) for c in cells]),
         }
-        for cell in cells:
-            samples = samples_of(cell)
-            if samples:
-                entry["cells"][cell_key(cell).id] = {"samples": samples}
         if not entry["cells"]:
             raise ConfigError("nothing to save: no cell of this run has per-round samples")
         bf.runs.append(entry)

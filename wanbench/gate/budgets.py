@@ -17,8 +17,15 @@ A budget file is YAML::
         scenario: replica_read
         level0:                  # against level 0 of the same run
           qps: 10%
+      - family: [rtt, bandwidth, loss]
+        drop:                    # the fault's cost against level 0 of the same
+          qps: 5 points          #   run may grow at most 5 points over the
+                                 #   baseline runs' drop (seeds' "% drop")
       - absolute:                # fixed limits
           latency_ms.p95: 250ms  #   at most 250 ms (qps/tps/tpmc: at least)
+
+``baseline`` and ``drop`` checks compare whole runs: one summary per run
+(the median of its rounds), against the spread between accepted runs.
 
 Every rule that matches a cell applies; for the same check (kind and
 metric) the last matching rule wins, so specific rules go below general
@@ -56,14 +63,17 @@ METRICS: Mapping[str, bool] = {
 FAULT_FAMILIES = tuple(FAMILY_KIND)
 WORKLOAD_FAMILIES = ("sysbench", "tpcc")
 FAMILIES = FAULT_FAMILIES + WORKLOAD_FAMILIES
-CHECK_KINDS = ("baseline", "level0", "absolute")
+CHECK_KINDS = ("baseline", "drop", "level0", "absolute")
+#: checks judged with one summary per run against the accepted runs' spread
+RUN_KINDS = ("baseline", "drop")
 _SELECTORS = ("family", "scenario", "level", "concurrency", "path", "workload")
 _RULE_KEYS = set(_SELECTORS) | set(CHECK_KINDS) | {"name", "description"}
 _TOP_KEYS = {"version", "profile", "gate", "rules", "description"}
-_GATE_KEYS = {"alpha", "correction", "min_rounds"}
+_GATE_KEYS = {"alpha", "correction", "min_rounds", "min_runs"}
 _CORRECTIONS = ("holm", "bonferroni", "bh", "none")
 _PCT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 _MS = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s)\s*$")
+_POINTS = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(points?|pts?|pp)\s*$")
 
 
 @dataclass(frozen=True)
@@ -89,6 +99,16 @@ class CellKey:
             text += f" via {self.path}"
         return text
 
+    @property
+    def is_level0(self) -> bool:
+        """The fault family's level 0: the reference of ``level0`` and ``drop`` checks."""
+        return self.level in LEVEL0_LABELS
+
+    @property
+    def level0_group(self) -> tuple[str, str, int, str, str]:
+        """Cells that share one level-0 reference: everything but the level."""
+        return (self.family, self.scenario, self.concurrency, self.path, self.workload)
+
     @classmethod
     def parse(cls, text: str) -> CellKey:
         family, scenario, level, conc, path, workload = text.split("/")
@@ -99,9 +119,9 @@ class CellKey:
 class Check:
     """One resolved limit on one metric of one cell."""
 
-    kind: str  # baseline | level0 | absolute
+    kind: str  # baseline | drop | level0 | absolute
     metric: str
-    limit: float  # relative (0.05 = 5 %) for baseline/level0, a value for absolute
+    limit: float  # relative (0.05 = 5 %) for baseline/level0, points (0.05) for drop, a value for absolute
     line: int
     source: str
 
@@ -113,9 +133,14 @@ class Check:
         if self.kind == "absolute":
             op = ">=" if self.higher_is_better else "<="
             return f"{op} {format_value(self.metric, self.limit)}"
-        if self.metric == "error_rate":
+        if self.metric == "error_rate" or self.kind == "drop":
             return f"{self.limit * 100:g} points"
         return f"{self.limit * 100:g}%"
+
+    @property
+    def per_run(self) -> bool:
+        """Judged on run summaries (the run is the unit of replication)."""
+        return self.kind in RUN_KINDS
 
 
 @dataclass(frozen=True)
@@ -138,6 +163,8 @@ class GatePolicy:
     alpha: float = 0.05
     correction: str = "holm"
     min_rounds: int = 3
+    #: accepted baseline runs a run-level check needs before it may call a regression
+    min_runs: int = 3
 
 
 @dataclass(frozen=True)
@@ -156,12 +183,13 @@ class Budgets:
             for kind, metric, limit, line in rule.checks:
                 chosen[(kind, metric)] = None if limit is None else Check(kind, metric, limit, line, self.source)
         out = [c for c in chosen.values() if c is not None]
-        if key.level in _BASELINE_LABELS:
-            out = [c for c in out if c.kind != "level0"]
+        if key.is_level0:
+            out = [c for c in out if c.kind not in ("level0", "drop")]
         return out
 
 
-_BASELINE_LABELS = {"0ms", "nolimit", "0%"}
+#: how level 0 of each fault kind is labelled in cell ids (rtt, bandwidth, loss)
+LEVEL0_LABELS = frozenset({"0ms", "nolimit", "0%"})
 
 
 def format_value(metric: str, value: float) -> str:
@@ -308,7 +336,12 @@ class _Validator:
             raise self.fail(
                 raw.key_lines.get("min_rounds", line), f"min_rounds must be an integer >= 2, not {min_rounds!r}"
             )
-        return GatePolicy(float(alpha), correction, min_rounds)
+        min_runs = raw.get("min_runs", 3)
+        if isinstance(min_runs, bool) or not isinstance(min_runs, int) or min_runs < 2:
+            raise self.fail(
+                raw.key_lines.get("min_runs", line), f"min_runs must be an integer >= 2, not {min_runs!r}"
+            )
+        return GatePolicy(float(alpha), correction, min_rounds, min_runs)
 
     def rule(self, raw: Any, line: int) -> Rule:
         if not isinstance(raw, _LineDict):
@@ -338,15 +371,17 @@ class _Validator:
                     raise self.fail(mline, f"unknown metric {metric!r} (known: {', '.join(METRICS)})")
                 checks.append((kind, metric, self.limit(kind, metric, value, mline), mline))
         if not checks:
-            raise self.fail(line, "rule has no checks: add 'baseline', 'level0' or 'absolute'")
-        if any(kind == "level0" for kind, *_ in checks):
+            raise self.fail(line, "rule has no checks: add 'baseline', 'drop', 'level0' or 'absolute'")
+        for kind in ("level0", "drop"):
+            if not any(k == kind for k, *_ in checks):
+                continue
             if families and not set(families) & set(FAULT_FAMILIES):
                 raise self.fail(
-                    raw.key_lines["level0"], "a level0 rule can never match: its families have no fault levels"
+                    raw.key_lines[kind], f"a {kind} rule can never match: its families have no fault levels"
                 )
             levels = selectors.get("level", ())
-            if levels and all(p in _BASELINE_LABELS for p in levels):
-                raise self.fail(raw.key_lines["level0"], "a level0 rule on level 0 compares a cell with itself")
+            if levels and all(p in LEVEL0_LABELS for p in levels):
+                raise self.fail(raw.key_lines[kind], f"a {kind} rule on level 0 compares a cell with itself")
         name = str(raw.get("name", f"rule at line {line}"))
         return Rule(line, name, selectors, tuple(checks))
 
@@ -438,6 +473,15 @@ class _Validator:
         if value is None or value is False or (isinstance(value, str) and value.strip().lower() == "off"):
             return None
         text = str(value)
+        if kind == "drop":
+            m = _POINTS.match(text)
+            if not m or metric == "error_rate":
+                raise self.fail(
+                    line, f"{metric}: drop limit {value!r} must be percentage points such as '5 points' "
+                    "(how far the drop against level 0 may grow over the baseline's drop)"
+                    + ("; error_rate has no drop check (use absolute)" if metric == "error_rate" else "")
+                )
+            return float(m.group(1)) / 100.0
         if kind in ("baseline", "level0"):
             m = _PCT.match(text)
             if not m:

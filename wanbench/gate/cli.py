@@ -1,8 +1,12 @@
-"""``python -m wanbench compare BASELINE CURRENT``: the gate outside pytest.
+"""``python -m wanbench compare BASELINE [BASELINE ...] CURRENT``: the gate outside pytest.
 
-Both arguments are ``--results-json`` documents or baseline-store files. The
-verdict table goes to stdout; the exit status is 1 when a cell regressed, 0
-otherwise (2 for unusable input), so a pipeline can gate on stored results.
+Every argument is a ``--results-json`` document or a baseline-store file.
+The baselines together are the accepted runs (one results document is one
+run; a store file brings all of its runs): the run is the unit the gate
+replicates, so judge against several. The rules are the ones pytest applies
+(``wanbench.gate.verdict.Judge``). The verdict table goes to stdout; the exit
+status is 1 when a cell regressed, 0 otherwise (2 for unusable input), so a
+pipeline can gate on stored results.
 """
 
 from __future__ import annotations
@@ -23,12 +27,10 @@ from wanbench.gate.baseline import (
     BaselineFile,
     Fingerprint,
     Lookup,
-    Samples,
-    cell_key,
+    RunCell,
     diff_fields,
-    is_level0,
     parse_store,
-    samples_of,
+    run_entry_cells,
 )
 from wanbench.gate.budgets import Budgets, CellKey, default_budgets_path, load_budgets
 from wanbench.gate.verdict import REGRESSION, Judge, Pending, Verdict, correct, decide
@@ -40,7 +42,7 @@ class Side:
 
     path: Path
     fingerprint: Fingerprint | None
-    cells: list[tuple[CellKey, Samples, bool]]
+    cells: list[RunCell]
     store: BaselineFile
     release: str = ""
 
@@ -63,11 +65,11 @@ def load_side(path: str | Path) -> Side:
         raise ConfigError(f"{path}: cannot read ({exc})") from None
     if isinstance(data, dict) and data.get("kind") == "wanbench-baseline":
         store = parse_store(data, path)
-        cells: list[tuple[CellKey, Samples, bool]] = []
+        cells: list[RunCell] = []
         if store.runs:
-            for cid in store.runs[-1]["cells"]:
-                key = CellKey.parse(cid)
-                cells.append((key, store.runs[-1]["cells"][cid]["samples"], False))
+            newest = store.runs[-1]["cells"]
+            keys = [CellKey.parse(cid) for cid in newest]
+            cells = [RunCell(k, newest[k.id]["samples"], k.is_level0) for k in keys]
         release = str(store.runs[-1].get("release", "")) if store.runs else ""
         return Side(path, store.fingerprint, cells, store, release)
     if not isinstance(data, dict) or "results" not in data:
@@ -78,7 +80,7 @@ def load_side(path: str | Path) -> Side:
     ctx = run_context(run)
     fp = Fingerprint.from_context(ctx) if ctx else None
     results = [r for r in data["results"] if isinstance(r, Mapping)]
-    cells = [(cell_key(r), samples_of(r), is_level0(r)) for r in results]
+    cells = [RunCell.of(r) for r in results]
     when = str(run.get("started") or run.get("finished") or "")
     if not when:
         when = dt.datetime.fromtimestamp(path.stat().st_mtime, dt.timezone.utc).isoformat(timespec="seconds")
@@ -88,7 +90,7 @@ def load_side(path: str | Path) -> Side:
         "accepted_at": when,
         "release": release,
         "versions": dict(fp.versions) if fp else {},
-        "cells": {k.id: {"samples": s} for k, s, _ in cells if s},
+        "cells": run_entry_cells(cells),
     }
     placeholder = fp or Fingerprint("unknown", {}, {}, {})
     return Side(path, fp, cells, BaselineFile(path, placeholder, [entry]), release)
@@ -109,16 +111,33 @@ def comparability(base: Side, cur: Side, *, release: str) -> Lookup:
     return Lookup(base.store)
 
 
+def merge_sides(sides: Sequence[Side]) -> Side:
+    """Several baseline arguments as one: their runs, in the order given. They
+    must share one environment (the first one's fingerprint is checked against
+    the run to judge; a different one among them is refused)."""
+    first = sides[0]
+    runs: list[dict[str, Any]] = []
+    for side in sides:
+        if side.fingerprint is not None and first.fingerprint is not None:
+            diff = diff_fields(first.fingerprint.env(), side.fingerprint.env())
+            if diff:
+                raise ConfigError(f"{side.path}: another environment than {first.path} ({'; '.join(diff)})")
+        runs.extend(side.store.runs)
+    store = BaselineFile(first.path, first.store.fingerprint, runs)
+    return Side(first.path, first.fingerprint, first.cells, store, sides[-1].release)
+
+
 def compare(base: Side, cur: Side, budgets: Budgets, *, release: str = "") -> list[Verdict]:
     """Every cell of ``cur`` judged against ``base``, Holm-corrected (or as
     the budget file's ``gate.correction`` says) over all of them."""
     lookup = comparability(base, cur, release=release)
     judge = Judge(budgets, lookup)
-    for key, samples, lv0 in cur.cells:
-        judge.remember(key, samples, is_level0=lv0)
+    for c in cur.cells:
+        judge.remember(c.key, c.samples, is_level0=c.level0)
     alpha = budgets.policy.alpha
     alpha_cell = alpha / max(1, len(cur.cells))
-    pending: list[Pending] = [judge.pending(key, samples, alpha_cell=alpha_cell) for key, samples, _ in cur.cells]
+    pending: list[Pending] = [judge.pending(c.key, c.samples, alpha_cell=alpha_cell, client=c.client)
+                              for c in cur.cells]
     correct(pending, budgets.policy.correction)
     m = sum(1 for p in pending for o in p.outcomes if o.statistical)
     return [decide(p, alpha=alpha, comparisons=m) for p in pending]
@@ -147,7 +166,7 @@ def print_table(verdicts: Sequence[Verdict], out: TextIO) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    base = load_side(args.baseline)
+    base = merge_sides([load_side(p) for p in args.baseline])
     cur = load_side(args.current)
     profile = (cur.fingerprint or base.fingerprint or Fingerprint("lab", {}, {}, {})).profile
     budgets_path = Path(args.budgets) if args.budgets else default_budgets_path(profile)
@@ -166,7 +185,8 @@ def register(subparsers: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("baseline", metavar="BASELINE", help="results JSON or baseline-store file to compare against")
+    p.add_argument("baseline", metavar="BASELINE", nargs="+",
+                   help="results JSON or baseline-store files to compare against: the accepted runs")
     p.add_argument("current", metavar="CURRENT", help="results JSON (or baseline-store file) of the run to judge")
     p.add_argument("--budgets", metavar="FILE", default=None,
                    help="budget file. Default: wanbench/budgets/<profile>.yaml of CURRENT's profile.")

@@ -342,3 +342,78 @@ def noise_sd_needed(drop: float, false_positives: float = 0.05, detection: float
     can still be detected with ``detection`` probability (see ``best_detection``)."""
     z = _STD_NORMAL.inv_cdf(1.0 - false_positives) + _STD_NORMAL.inv_cdf(detection)
     return -math.log1p(-drop) / z
+
+
+# ---------------------------------------------------------------- runs as the unit
+
+
+def student_t_ppf(q: float, df: float) -> float:
+    """The ``q`` quantile of Student's t (``df`` degrees of freedom), by
+    bisection on ``student_t_sf``: a handful of calls per verdict."""
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"quantile must be in (0, 1), not {q!r}")
+    if q < 0.5:
+        return -student_t_ppf(1.0 - q, df)
+    lo, hi = 0.0, 1.0
+    while student_t_sf(hi, df) > 1.0 - q:
+        hi *= 2.0
+        if hi > 1e12:
+            return math.inf
+    for _ in range(100):
+        mid = (lo + hi) / 2.0
+        if student_t_sf(mid, df) > 1.0 - q:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2.0
+
+
+@dataclass(frozen=True)
+class RunTest:
+    """Two groups of whole runs (one summary value per run) compared with a
+    pooled-variance t-test: the spread that matters is between runs, so
+    rounds inside one run never count as independent observations."""
+
+    diff: float  # mean(current) - mean(reference), on the tested scale
+    se: float  # standard error of that difference
+    df: int
+    t: float
+    p_less: float  # current below the reference
+    p_greater: float
+
+    def critical(self, alpha: float) -> float:
+        """The smallest |diff| (on the tested scale) this pair could flag at ``alpha`` one-sided."""
+        if self.df < 1 or math.isnan(self.se):
+            return math.inf
+        return student_t_ppf(1.0 - alpha, self.df) * self.se
+
+
+def run_t_test(current: Sequence[float], reference: Sequence[float], *, log: bool) -> RunTest:
+    """Pooled two-sample t over run summaries. Needs at least two reference
+    runs (one current run is enough: the reference runs give the spread).
+    ``log`` for rates and latencies, whose changes are ratios."""
+    if len(reference) < 2 or not current:
+        return RunTest(math.nan, math.nan, 0, math.nan, 1.0, 1.0)
+    if log and (min(current) <= 0 or min(reference) <= 0):
+        log = False
+    fx = [math.log(v) for v in current] if log else [float(v) for v in current]
+    fy = [math.log(v) for v in reference] if log else [float(v) for v in reference]
+    mx, my = statistics.fmean(fx), statistics.fmean(fy)
+    ss = sum((v - mx) ** 2 for v in fx) + sum((v - my) ** 2 for v in fy)
+    df = len(fx) + len(fy) - 2
+    se = math.sqrt(ss / df * (1.0 / len(fx) + 1.0 / len(fy)))
+    diff = mx - my
+    if se == 0:
+        p_less = 0.5 if diff == 0 else (0.0 if diff < 0 else 1.0)
+        return RunTest(diff, 0.0, df, math.copysign(math.inf, diff) if diff else 0.0, p_less, 1.0 - p_less)
+    t = diff / se
+    return RunTest(diff, se, df, t, student_t_sf(-t, df), student_t_sf(t, df))
+
+
+def geometric_mean(values: Sequence[float]) -> float:
+    """The centre of run summaries of a rate or latency (their changes are ratios)."""
+    if not values:
+        return math.nan
+    if min(values) <= 0:
+        return statistics.fmean(values)
+    return math.exp(statistics.fmean(math.log(v) for v in values))

@@ -1,24 +1,37 @@
 """Verdicts: is this cell worse than its baseline, beyond its budget, for sure?
 
-A cell is a ``regression`` only when a metric is beyond its budget AND the
-one-sided Mann-Whitney test says the difference is not noise, after
-correcting for the number of comparisons made in the session. A cell whose
-noise hides a change of the budget's size is ``inconclusive``, and the
-message says the smallest change it could have detected. Decisions happen in
-two steps so a whole session can be corrected together: ``assess`` computes
-the raw statistics of each check, ``correct`` adjusts the p-values over all
-cells, ``decide`` turns them into a ``Verdict``.
+A cell is a ``regression`` only when a metric is beyond its budget AND a
+one-sided test says the difference is not noise, after correcting for the
+number of comparisons made in the session. A cell whose noise hides a change
+of the budget's size is ``inconclusive``, and the message says the smallest
+change it could have detected.
+
+What counts as noise depends on the check. Against the stored baseline
+(``baseline``) and against the baseline's drop (``drop``) the unit of
+replication is the *run*: a separate invocation, with its own process,
+connections and often its own lab, differs from the next one by more than
+its rounds differ among themselves, so each run contributes one summary (the
+median of its rounds) and the test is a t-test over run summaries
+(``stats.run_t_test``). With fewer accepted runs than the policy's
+``min_runs`` such a check never calls a regression. Against level 0 of the
+same run (``level0``), both sides share the run, and its rounds are compared
+with a rank test.
+
+Decisions happen in two steps so a whole session can be corrected together:
+``assess`` computes the raw statistics of each check, ``correct`` adjusts
+the p-values over all cells, ``decide`` turns them into a ``Verdict``.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from wanbench.gate import stats
-from wanbench.gate.baseline import BaselineCell, Lookup, Samples
+from wanbench.gate.baseline import BaselineCell, Lookup, Samples, drops_of, summary_of
 from wanbench.gate.budgets import Budgets, CellKey, Check, format_value
 
 PASS = "pass"
@@ -47,13 +60,36 @@ def metric_name(metric: str) -> str:
 
 @dataclass(frozen=True)
 class Reference:
-    """What a statistical check compares against."""
+    """What a statistical check compares against: rounds of level 0 of the
+    same run, or one summary per accepted baseline run."""
 
     samples: Sequence[float]
-    what: str  # "baseline 3158" / "level 0 (rtt=0ms)"
+    what: str  # "baseline" / "level 0 (rtt=0ms)" / "baseline drop"
     detail: str  # "baseline 2026-11-20 mariadb 10.11.19" or ""
-    run_medians: Sequence[float] = ()  # one per accepted run, when the baseline has several
     allow_t: bool = False  # see choose_test
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One run of a cell, as the run-level checks see it: the median of its
+    rounds per metric and, for a faulted cell, its drop against the run's own
+    level 0. ``--gate-max-runs`` carries earlier runs of the same cell over to
+    the next invocation in this shape."""
+
+    summary: Mapping[str, float]
+    drop: Mapping[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"summary": dict(self.summary), "drop": dict(self.drop)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunSummary:
+        return cls({k: float(v) for k, v in (data.get("summary") or {}).items()},
+                   {k: float(v) for k, v in (data.get("drop") or {}).items()})
+
+    def values(self, check: Check) -> float | None:
+        source = self.drop if check.kind == "drop" else self.summary
+        return source.get(check.metric)
 
 
 @dataclass(frozen=True)
@@ -78,15 +114,18 @@ class Outcome:
     ci: tuple[float, float] = (math.nan, math.nan)
     ref_what: str = ""
     ref_detail: str = ""
-    #: the worst median among several accepted runs: a change inside the
-    #: range the accepted runs already span is run-to-run drift, not a regression
-    worst_run: float = math.nan
+    #: accepted runs this run-level check still needs before it may judge
+    runs_missing: int = 0
     status: str = ""
     message: str = ""
 
     @property
     def statistical(self) -> bool:
-        return self.check.kind != "absolute"
+        return self.check.kind != "absolute" and self.runs_missing == 0
+
+    @property
+    def unit(self) -> str:
+        return "run" if self.check.per_run else "round"
 
     def to_json(self) -> dict[str, Any]:
         def num(v: float) -> float | None:
@@ -109,7 +148,8 @@ class Outcome:
             "test": self.test or None,
             "detectable_change": num(self.detectable),
             "ratio_ci95": [num(self.ci[0]), num(self.ci[1])],
-            "worst_accepted_run": num(self.worst_run),
+            "unit": self.unit,
+            "runs_missing": self.runs_missing,
             "message": self.message,
         }
 
@@ -268,17 +308,6 @@ def assess(
     detectable = detectable_change(
         current, ref, higher_is_better=hib, additive=additive, alpha_each=alpha_each, allow_t=allow_t
     )
-    worst_run = math.nan
-    if len(reference.run_medians) >= 2:
-        worst_run = min(reference.run_medians) if hib else max(reference.run_medians)
-        if additive:
-            gap = worst_run - ref_med
-        elif ref_med:
-            gap = (1.0 - worst_run / ref_med) if hib else (worst_run / ref_med - 1.0)
-        else:
-            gap = math.nan
-        if not math.isnan(gap):
-            detectable = max(detectable, gap)
     return Outcome(
         check,
         cur_med,
@@ -298,7 +327,68 @@ def assess(
         ci=stats.bootstrap_ratio_ci(current, ref) if not additive else (math.nan, math.nan),
         ref_what=reference.what,
         ref_detail=reference.detail,
-        worst_run=worst_run,
+    )
+
+
+def assess_runs(
+    check: Check,
+    current: Sequence[float],
+    reference: Reference,
+    *,
+    alpha_each: float,
+    min_runs: int,
+) -> Outcome:
+    """Raw statistics of a run-level check: one value per run on each side.
+
+    ``baseline`` values are run medians, compared on the log scale (a budget
+    limits a ratio); ``drop`` values are fractions of level 0 compared in
+    points. A check with fewer accepted runs than ``min_runs`` keeps its
+    numbers but is not statistical: it can never call a regression."""
+    hib = check.higher_is_better
+    ref = list(reference.samples)
+    cur_mean = statistics.fmean(current)
+    if check.kind == "drop":
+        ref_mean = statistics.fmean(ref)
+        change = cur_mean - ref_mean
+        worse = change  # a larger drop is worse, whatever the metric
+        test = stats.run_t_test(current, ref, log=False)
+        p_worse, p_better = test.p_greater, test.p_less
+        crit = test.critical(alpha_each)
+        detectable = crit
+    else:
+        ref_mean = stats.geometric_mean(ref)
+        cur_mean = stats.geometric_mean(current)
+        change = (cur_mean / ref_mean - 1.0) if ref_mean else math.nan
+        worse = -change if hib else change
+        test = stats.run_t_test(current, ref, log=not _additive(check.metric))
+        p_worse, p_better = (test.p_less, test.p_greater) if hib else (test.p_greater, test.p_less)
+        crit = test.critical(alpha_each)
+        if _additive(check.metric):
+            detectable = crit
+        elif math.isinf(crit):
+            detectable = math.inf
+        else:
+            detectable = -math.expm1(-crit) if hib else math.expm1(crit)
+    missing = max(0, min_runs - len(ref))
+    return Outcome(
+        check,
+        cur_mean,
+        ref_mean,
+        n_current=len(current),
+        n_reference=len(ref),
+        change=change,
+        worse=worse,
+        p_worse=p_worse,
+        p_better=p_better,
+        p_worse_adj=p_worse,
+        p_better_adj=p_better,
+        detectable=detectable,
+        min_p=0.0,
+        alpha_each=alpha_each,
+        test=f"run-t (df {test.df})" if test.df else "run-t",
+        ref_what=reference.what,
+        ref_detail=reference.detail,
+        runs_missing=missing,
     )
 
 
@@ -313,6 +403,10 @@ class Pending:
     incomparable: tuple[str, ...] = ()
     notes: list[str] = field(default_factory=list)
     baseline: dict[str, Any] = field(default_factory=dict)
+    #: this run of the cell, as run-level checks and the baseline store see it
+    run: RunSummary = field(default_factory=lambda: RunSummary({}))
+    #: why the load generator, not the database, limited this cell ("" = it did not)
+    saturated: str = ""
 
 
 def assess_cell(
@@ -326,11 +420,18 @@ def assess_cell(
     alpha_cell: float,
     incomparable: Sequence[str] = (),
     no_baseline_note: str = "",
+    earlier_runs: Sequence[RunSummary] = (),
+    min_runs: int = 3,
 ) -> Pending:
     """Raw statistics of every check of one cell. ``alpha_cell`` is this
     cell's share of the session's alpha; it is split again over the
-    statistical checks that really have samples on both sides."""
+    statistical checks that really have samples on both sides.
+    ``earlier_runs`` are this cell's runs from earlier invocations of the
+    same gate decision (``--gate-max-runs``)."""
     pending = Pending(key, [], incomparable=tuple(incomparable), no_rounds=not any(current.values()))
+    summary = summary_of(current)
+    pending.run = RunSummary(summary, drops_of(summary, summary_of(level0)) if level0 else {})
+    runs = [*earlier_runs, pending.run]
     if baseline is not None:
         pending.baseline = {
             "accepted_at": baseline.accepted_at,
@@ -345,21 +446,6 @@ def assess_cell(
             continue  # e.g. TPS of a read probe: the workload does not measure it
         if check.kind == "absolute":
             todo.append((check, values, None))
-        elif check.kind == "baseline":
-            if incomparable:
-                continue
-            if baseline is None:
-                pending.missing_baseline = True
-                if no_baseline_note and no_baseline_note not in pending.notes:
-                    pending.notes.append(no_baseline_note)
-                continue
-            base_values = baseline.samples.get(check.metric, [])
-            if not base_values:
-                pending.notes.append(f"baseline has no {metric_name(check.metric)} samples")
-                continue
-            medians = baseline.run_medians.get(check.metric, ())
-            base_ref = Reference(base_values, "baseline", baseline.describe(), medians, allow_t=len(medians) >= 2)
-            todo.append((check, values, base_ref))
         elif check.kind == "level0":
             if level0 is None:
                 name = metric_name(check.metric)
@@ -369,9 +455,34 @@ def assess_cell(
             if lv_values:
                 what = f"level 0 ({key.family}={level0_label})" if level0_label else "level 0"
                 todo.append((check, values, Reference(lv_values, what, "", allow_t=True)))
+        else:  # run-level: baseline, drop
+            if incomparable:
+                continue
+            if check.kind == "drop" and level0 is None:
+                name = metric_name(check.metric)
+                pending.notes.append(f"{name} drop check skipped: no level-0 cell of this run seen")
+                continue
+            if baseline is None:
+                pending.missing_baseline = True
+                if no_baseline_note and no_baseline_note not in pending.notes:
+                    pending.notes.append(no_baseline_note)
+                continue
+            source = baseline.run_drops if check.kind == "drop" else baseline.run_medians
+            base_values = list(source.get(check.metric, ()))
+            cur_values = [v for r in runs if (v := r.values(check)) is not None]
+            if not base_values or not cur_values:
+                what = "drop against level 0" if check.kind == "drop" else "samples"
+                pending.notes.append(f"baseline has no {metric_name(check.metric)} {what}")
+                continue
+            what = "baseline drop" if check.kind == "drop" else "baseline"
+            todo.append((check, cur_values, Reference(base_values, what, baseline.describe())))
     tests = sum(1 for check, _v, _r in todo if check.kind != "absolute")
     alpha_each = alpha_cell / max(1, tests)
     for check, values, reference in todo:
+        if check.per_run:
+            assert reference is not None
+            pending.outcomes.append(assess_runs(check, values, reference, alpha_each=alpha_each, min_runs=min_runs))
+            continue
         outcome = assess(check, values, reference, alpha_each=alpha_each)
         if outcome is not None:
             pending.outcomes.append(outcome)
@@ -419,8 +530,8 @@ def _fmt_p(p: float) -> str:
 
 def _fmt_change(o: Outcome, value: float | None = None) -> str:
     v = abs(o.worse if value is None else value)
-    if o.check.metric == "error_rate":
-        return f"{v * 100:.2g} points"
+    if o.check.metric == "error_rate" or o.check.kind == "drop":
+        return f"{v * 100:.2g} points" if v < 0.1 else f"{v * 100:.1f} points"
     return f"{v * 100:.1f}%"
 
 
@@ -429,68 +540,91 @@ def _direction(o: Outcome) -> str:
     return "above" if up else "below"
 
 
+def _sizes(o: Outcome) -> str:
+    if o.unit == "run":
+        runs = "run" if o.n_current == 1 else "runs"
+        return f"{o.n_current} {runs} vs {o.n_reference} accepted"
+    return f"{o.n_current} rounds vs {o.n_reference}"
+
+
 def _context(o: Outcome, *, with_p: bool = True) -> str:
     parts = []
     budget = "degradation budget" if o.check.kind == "level0" else "budget"
     parts.append(f"{budget} {o.check.describe_limit()}")
-    if with_p:
+    if with_p and o.statistical:
         p = _fmt_p(o.p_worse if o.worse > 0 else o.p_better)
         parts.append(p + (" (t-test)" if o.test == "welch-t" else ""))
-    parts.append(f"{o.n_current} rounds vs {o.n_reference}")
+    parts.append(_sizes(o))
     if o.ref_detail:
         parts.append(o.ref_detail)
     return ", ".join(parts)
 
 
-def _within_runs(o: Outcome) -> bool:
-    """Is the current median still inside the range the accepted runs span?"""
-    if math.isnan(o.worst_run):
-        return False
-    return o.current >= o.worst_run if o.check.higher_is_better else o.current <= o.worst_run
+def _head(o: Outcome) -> str:
+    name = metric_name(o.check.metric)
+    if o.check.kind == "drop":
+        word = "drop" if o.check.higher_is_better else "rise"
+        return (f"{name} {word} against level 0 is {o.current * 100:.1f}% vs {o.reference * 100:.1f}% in the "
+                f"baseline runs ({'+' if o.change >= 0 else '-'}{_fmt_change(o)})")
+    cur = _fmt(o.check.metric, o.current)
+    ref = _fmt(o.check.metric, o.reference)
+    return f"{name} {cur} is {_fmt_change(o)} {_direction(o)} {o.ref_what} {ref}"
+
+
+def _undecided_why(o: Outcome) -> str:
+    """Why a check could not decide, and what would let it."""
+    if o.runs_missing:
+        have = o.n_reference
+        return (
+            f"but the baseline holds {have} accepted run{'s' if have != 1 else ''} of this cell and the gate needs "
+            f"{have + o.runs_missing} to know how much separate runs differ: record {o.runs_missing} more "
+            f"(--baseline-save, one invocation each, or --baseline-runs {o.runs_missing})"
+        )
+    if o.unit == "run":
+        return (
+            f"too noisy to judge a {o.check.describe_limit()} budget: separate runs of this cell differ so much that "
+            f"the smallest {'rise' if o.check.kind == 'drop' or not o.check.higher_is_better else 'drop'} it could "
+            f"detect is {_fmt_change(o, o.detectable)}: record more baseline runs, or let the gate repeat the run "
+            "(--gate-max-runs)"
+        )
+    if math.isinf(o.detectable) and (o.n_current < 2 or o.n_reference < 2):
+        return (
+            f"with {o.n_current} vs {o.n_reference} rounds no difference can reach p <= {o.alpha_each:.2g} "
+            "(a test needs at least 2 rounds on each side): add rounds (--rounds)"
+        )
+    if math.isinf(o.detectable):
+        return (
+            f"with {o.n_current} vs {o.n_reference} rounds no difference can reach p <= {o.alpha_each:.2g} "
+            f"(the smallest possible p is {o.min_p:.2g}; alpha is shared by all comparisons of the session): "
+            "add rounds (--rounds)"
+        )
+    return (
+        f"too noisy to judge a {o.check.describe_limit()} budget: the smallest "
+        f"{'drop' if o.check.higher_is_better else 'rise'} this cell could detect is "
+        f"{_fmt_change(o, o.detectable)}"
+    )
 
 
 def _judge(o: Outcome, alpha: float) -> Outcome:
     name = metric_name(o.check.metric)
-    cur = _fmt(o.check.metric, o.current)
-    ref = _fmt(o.check.metric, o.reference)
-    if not o.statistical:
+    if o.check.kind == "absolute":
+        cur = _fmt(o.check.metric, o.current)
+        ref = _fmt(o.check.metric, o.reference)
         if o.worse > 0:
             bound = "below the minimum" if o.check.higher_is_better else "above the limit"
             msg = f"{name} {cur} is {bound} {ref} (absolute budget, median of {o.n_current} rounds)"
             return replace(o, status=REGRESSION, message=msg)
         return replace(o, status=PASS, message=f"{name} {cur} within the absolute limit {o.check.describe_limit()}")
-    head = f"{name} {cur} is {_fmt_change(o)} {_direction(o)} {o.ref_what} {ref}"
-    limit = o.check.limit
     if math.isnan(o.worse):
         return replace(o, status=INCONCLUSIVE, message=f"{name}: the {o.ref_what} median is 0, no relative change")
-    if o.worse > limit and o.p_worse_adj <= alpha and not _within_runs(o):
+    head = _head(o)
+    limit = o.check.limit
+    if o.statistical and o.worse > limit and o.p_worse_adj <= alpha:
         return replace(o, status=REGRESSION, message=f"{head} ({_context(o)})")
-    if -o.worse > limit and o.p_better_adj <= alpha:
+    if o.statistical and -o.worse > limit and o.p_better_adj <= alpha:
         return replace(o, status=IMPROVEMENT, message=f"{head}: improvement ({_context(o)})")
-    if o.detectable > limit or o.worse > limit:
-        if o.worse > limit and o.p_worse_adj <= alpha and _within_runs(o):
-            why = (
-                f"but not worse than every accepted run (worst run {_fmt(o.check.metric, o.worst_run)}): "
-                "the accepted runs differ this much among themselves"
-            )
-        elif math.isinf(o.detectable) and (o.n_current < 2 or o.n_reference < 2):
-            why = (
-                f"with {o.n_current} vs {o.n_reference} rounds no difference can reach p <= {o.alpha_each:.2g} "
-                "(a test needs at least 2 rounds on each side): add rounds (--rounds)"
-            )
-        elif math.isinf(o.detectable):
-            why = (
-                f"with {o.n_current} vs {o.n_reference} rounds no difference can reach p <= {o.alpha_each:.2g} "
-                f"(the smallest possible p is {o.min_p:.2g}; alpha is shared by all comparisons of the session): "
-                "accept one more baseline run (--baseline-save) or add rounds (--rounds)"
-            )
-        else:
-            why = (
-                f"too noisy to judge a {o.check.describe_limit()} budget: the smallest "
-                f"{'drop' if o.check.higher_is_better else 'rise'} this cell could detect is "
-                f"{_fmt_change(o, o.detectable)}"
-            )
-        return replace(o, status=INCONCLUSIVE, message=f"{head}, {why} ({_context(o)})")
+    if not o.statistical or o.detectable > limit or o.worse > limit:
+        return replace(o, status=INCONCLUSIVE, message=f"{head}, {_undecided_why(o)} ({_context(o)})")
     return replace(
         o,
         status=PASS,
@@ -509,6 +643,9 @@ def decide(cell: Pending, *, alpha: float, comparisons: int = 1) -> Verdict:
         statuses.add(INCONCLUSIVE)
     status = next((s for s in PRIORITY if s in statuses), PASS)
     label = cell.key.label
+    saturated_regression = status == REGRESSION and bool(cell.saturated)
+    if saturated_regression:
+        status = INCONCLUSIVE  # the load generator, not the database, was the bottleneck
     if cell.no_rounds and status == INCONCLUSIVE:
         msg = f"{label}: no rounds were measured, nothing to judge"
     elif status == INCOMPARABLE and REGRESSION not in statuses:
@@ -518,6 +655,10 @@ def decide(cell: Pending, *, alpha: float, comparisons: int = 1) -> Verdict:
     elif status == NO_BASELINE:
         msg = f"{label}: no baseline for this cell" + (f" ({'; '.join(cell.notes)})" if cell.notes else "")
         msg += "; record one with --baseline-save"
+    elif saturated_regression:
+        picked = [o.message for o in outcomes if o.status == REGRESSION]
+        msg = (f"{label}: " + "; ".join(picked) + f" -- but the client was saturated ({cell.saturated}): "
+               "not a database regression")
     else:
         picked = [o.message for o in outcomes if o.status == status]
         if not picked:
@@ -538,34 +679,33 @@ def decide(cell: Pending, *, alpha: float, comparisons: int = 1) -> Verdict:
 # ---------------------------------------------------------------- one run
 
 
-_LEVEL0_LABELS = {"0ms", "nolimit", "0%"}
-
-
-def level0_group(key: CellKey) -> tuple[str, str, int, str, str]:
-    return (key.family, key.scenario, key.concurrency, key.path, key.workload)
-
-
 class Judge:
-    """Judges the cells of one run against one store lookup and one budget.
+    """Judges the cells of one run against one store lookup and one budget,
+    with the same rules wherever the verdict is made (pytest, ``compare``).
 
-    ``remember`` level-0 cells as they come, so degradation checks of the
-    faulted cells that follow can find them.
+    ``remember`` level-0 cells as they come, so the ``level0`` and ``drop``
+    checks of the faulted cells that follow can find them. ``earlier`` holds
+    each cell's runs from earlier invocations of one gate decision
+    (``--gate-max-runs``), by cell id.
     """
 
-    def __init__(self, budgets: Budgets, lookup: Lookup) -> None:
+    def __init__(self, budgets: Budgets, lookup: Lookup,
+                 earlier: Mapping[str, Sequence[RunSummary]] | None = None) -> None:
         self.budgets = budgets
         self.lookup = lookup
+        self.earlier = dict(earlier or {})
         self.level0: dict[tuple[str, str, int, str, str], tuple[str, Samples]] = {}
 
     def remember(self, key: CellKey, samples: Samples, *, is_level0: bool) -> None:
-        if is_level0 or key.level in _LEVEL0_LABELS:
-            self.level0[level0_group(key)] = (key.level, samples)
+        if is_level0 or key.is_level0:
+            self.level0[key.level0_group] = (key.level, samples)
 
-    def pending(self, key: CellKey, samples: Samples, *, alpha_cell: float) -> Pending:
+    def pending(self, key: CellKey, samples: Samples, *, alpha_cell: float,
+                client: Mapping[str, Any] | None = None) -> Pending:
         checks = self.budgets.checks_for(key)
         lk = self.lookup
         baseline = lk.file.cell(key) if lk.file is not None else None
-        found = self.level0.get(level0_group(key))
+        found = None if key.is_level0 else self.level0.get(key.level0_group)
         note = lk.note
         if lk.file is not None and baseline is None:
             note = f"{lk.file.path.name} has no rounds of this cell"
@@ -579,9 +719,14 @@ class Judge:
             alpha_cell=alpha_cell,
             incomparable=lk.incomparable,
             no_baseline_note=note,
+            earlier_runs=self.earlier.get(key.id, ()),
+            min_runs=self.budgets.policy.min_runs,
         )
         if lk.incomparable and lk.note:
             pending.notes.insert(0, lk.note)
         if not checks:
             pending.notes.append(f"no budget rule of {self.budgets.source} matches this cell")
+        client = client or {}
+        if client.get("saturated"):
+            pending.saturated = str(client.get("message") or "load generator at its CPU limit")
         return pending
