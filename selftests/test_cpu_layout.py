@@ -57,7 +57,7 @@ def test_pinned_confines_a_child_and_nothing_else() -> None:
 @pytest.mark.slow
 @pytest.mark.skipif(not TWO_CPUS, reason="needs two CPUs")
 def test_split_lab_pins_every_thread_and_repin_moves_them(tmp_path: Path) -> None:
-    with Lab(tmp_path / "lab", 23480) as lab:
+    with Lab(tmp_path / "lab", 23480, "split") as lab:
         layout = lab.cpu_layout
         assert layout.name == "split"
         assert lab.status()["cpus"] == layout.to_json()

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from wanbench.lab import CPU_LAYOUTS, Lab
+from wanbench.lab import CPU_LAYOUTS, DEFAULT_CPU_LAYOUT, Lab
 
 
 def register(sub: Any) -> None:
@@ -17,7 +17,7 @@ def register(sub: Any) -> None:
     p.add_argument("--dir", metavar="DIR", default=None, help="run directory (default: .run/lab)")
     p.add_argument("--port-base", metavar="PORT", type=int, default=None,
                    help="first of the lab's ports (default: 23300 or $WANBENCH_LAB_PORT_BASE)")
-    p.add_argument("--cpus", metavar="LAYOUT", choices=CPU_LAYOUTS, default="split",
+    p.add_argument("--cpus", metavar="LAYOUT", choices=CPU_LAYOUTS, default=DEFAULT_CPU_LAYOUT,
                    help="'split': SQL servers on their own CPUs, clients and fault points on the others; "
                         "'shared': no pinning (default: split)")
     p.set_defaults(func=run)

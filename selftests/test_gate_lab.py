@@ -1,0 +1,79 @@
+"""The gate on real lab runs, each a separate pytest invocation, as users run
+it: baselines saved, unchanged code rerun (never a regression), a real
+handicap of more than 20 % caught."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import statistics
+from pathlib import Path
+
+import pytest
+
+from selftests.labutil import run_suite
+from wanbench.lab import Lab
+
+PORT_BASE = 23520  # this module's lab: 23520..23527
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def kept_lab(tmp_path_factory: pytest.TempPathFactory) -> Lab:
+    """One lab for the module's invocations (each run still has its own
+    process and connections); stopped by PID at the end."""
+    for tool in ("mariadbd", "sysbench", "haproxy"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is not installed")
+    lab = Lab(tmp_path_factory.mktemp("gatelab") / "lab", PORT_BASE)
+    with lab:
+        yield lab
+
+
+def common(lab: Lab, store: Path, *args: str) -> list[str]:
+    return ["tests/rtt", "--lab-dir", str(lab.run_dir), "--lab-port-base", str(PORT_BASE), "--baseline-dir",
+            str(store), "--concurrency", "10", "-p", "no:randomly", "-rs", *args]
+
+
+def verdict_lines(out: str) -> list[str]:
+    return [ln for ln in out.splitlines() if re.match(r"^\[(pass|regression|inconclusive|improvement|no-baseline|"
+                                                      r"incomparable)\]", ln)]
+
+
+def test_unchanged_code_rerun_as_separate_invocations_is_never_a_regression(kept_lab: Lab, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    matrix = ("--scenario", "proxy,primary,replica_write,replica_read", "--rtt", "0,50ms", "--rounds", "3",
+              "--queries", "1500", "--round-cap", "1s")
+    saved = run_suite(*common(kept_lab, store, *matrix, "--baseline-save", "--baseline-runs", "3"), timeout=900)
+    assert saved.returncode == 0, saved.stdout[-3000:] + saved.stderr[-2000:]
+    assert "8 passed" in saved.stdout  # the first run: measured, nothing to compare, passed
+    assert "recording baseline run 3 of 3 as a separate invocation" in saved.stdout
+    doc = json.loads(next(store.glob("lab-*.json")).read_text())
+    assert len(doc["runs"]) == 3
+    faulted = doc["runs"][0]["cells"]["rtt/replica_write/50ms/c=10/proxy/write_probe"]
+    assert faulted["drop"]["qps"] > 0.5  # the seeds' "% drop": a 50 ms replica costs writes most of their QPS
+    for _ in range(2):
+        again = run_suite(*common(kept_lab, store, *matrix), timeout=600)
+        lines = verdict_lines(again.stdout)
+        assert again.returncode == 0, again.stdout[-3000:]
+        assert not [ln for ln in lines if ln.startswith("[regression]")], lines
+        assert "failed" not in again.stdout.splitlines()[-1]
+
+
+def test_a_real_handicap_of_more_than_20_percent_is_a_regression(kept_lab: Lab, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    cell = ("--scenario", "replica_read", "--rtt", "0", "--rounds", "3", "--queries", "8000")
+    saved = run_suite(*common(kept_lab, store, *cell, "--baseline-save", "--baseline-runs", "6"), timeout=900)
+    assert saved.returncode == 0, saved.stdout[-3000:]
+    base = json.loads(next(store.glob("lab-*.json")).read_text())
+    medians = [run["cells"]["rtt/replica_read/0ms/c=10/proxy/read_probe"]["summary"]["qps"] for run in base["runs"]]
+    assert len(medians) == 6
+    results = tmp_path / "handicapped.json"
+    slow = run_suite(*common(kept_lab, store, *cell, "--lab-handicap", "120", "--gate-max-runs", "3",
+                             "--results-json", str(results)), timeout=900)
+    measured = json.loads(results.read_text())["results"][0]
+    drop = 1 - statistics.median(r["qps"] for r in measured["rounds"]) / statistics.median(medians)
+    assert drop > 0.20, f"the handicap cost only {drop:.1%}: not the 20 % this test is about"
+    assert slow.returncode == 1, slow.stdout[-4000:]
+    assert "[regression] replica_read rtt=0ms c=10: QPS" in slow.stdout, slow.stdout[-4000:]
