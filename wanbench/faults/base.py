@@ -30,6 +30,8 @@ FAMILY_KIND: Mapping[str, FaultKind] = {
 }
 
 _BASELINE_LABEL = {FaultKind.DELAY: "0ms", FaultKind.RATE: "nolimit", FaultKind.LOSS: "0%"}
+#: how level 0 of each fault kind is labelled in test and cell ids
+LEVEL0_LABELS = frozenset(_BASELINE_LABEL.values())
 
 
 @dataclass(frozen=True, order=True)

@@ -46,7 +46,7 @@ from typing import Any
 import yaml
 
 from wanbench.errors import ConfigError
-from wanbench.faults.base import FAMILY_KIND, Level
+from wanbench.faults.base import FAMILY_KIND, LEVEL0_LABELS, Level
 from wanbench.topology import Scenario, load_catalog
 
 #: metric -> True when higher is better
@@ -188,8 +188,6 @@ class Budgets:
         return out
 
 
-#: how level 0 of each fault kind is labelled in cell ids (rtt, bandwidth, loss)
-LEVEL0_LABELS = frozenset({"0ms", "nolimit", "0%"})
 
 
 def format_value(metric: str, value: float) -> str:
