@@ -51,7 +51,7 @@ def test_unchanged_code_rerun_as_separate_invocations_is_never_a_regression(kept
     assert "recording baseline run 3 of 3 as a separate invocation" in saved.stdout
     doc = json.loads(next(store.glob("lab-*.json")).read_text())
     assert len(doc["runs"]) == 3
-    faulted = doc["runs"][0]["cells"]["rtt/replica_write/50ms/c=10/proxy/write_probe"]
+    faulted = doc["runs"][0]["cells"]["rtt/replica_write/50ms/c=10/proxy/probe_write"]
     assert faulted["drop"]["qps"] > 0.5  # the seeds' "% drop": a 50 ms replica costs writes most of their QPS
     for _ in range(2):
         again = run_suite(*common(kept_lab, store, *matrix), timeout=600)
@@ -67,7 +67,7 @@ def test_a_real_handicap_of_more_than_20_percent_is_a_regression(kept_lab: Lab, 
     saved = run_suite(*common(kept_lab, store, *cell, "--baseline-save", "--baseline-runs", "6"), timeout=900)
     assert saved.returncode == 0, saved.stdout[-3000:]
     base = json.loads(next(store.glob("lab-*.json")).read_text())
-    medians = [run["cells"]["rtt/replica_read/0ms/c=10/proxy/read_probe"]["summary"]["qps"] for run in base["runs"]]
+    medians = [run["cells"]["rtt/replica_read/0ms/c=10/proxy/probe_read"]["summary"]["qps"] for run in base["runs"]]
     assert len(medians) == 6
     results = tmp_path / "handicapped.json"
     slow = run_suite(*common(kept_lab, store, *cell, "--lab-handicap", "120", "--gate-max-runs", "3",
