@@ -21,35 +21,24 @@ max 51.5 ms while the process ran 160 ms longer than sysbench's own time
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
 import re
 import shutil
-import signal
-import subprocess
-import tempfile
-import threading
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from wanbench.errors import ConfigError, InfrastructureError, MissingToolError
-from wanbench.procs import pinned
 from wanbench.results import Round, SeriesPoint, WorkloadResult
 from wanbench.units import parse_duration_ms, parse_list
-from wanbench.workloads import preflight
+from wanbench.workloads import preflight, sysproc
 from wanbench.workloads.clientcpu import (
     ClientLoad,
-    RunnableSampler,
     assess,
     merge_client,
-    process_cpu_seconds,
-    usable_cores,
 )
 from wanbench.workloads.histogram import Histogram, merge_histograms, parse_histogram
 from wanbench.workloads.tables import OLTP_WORKLOADS
@@ -342,20 +331,6 @@ class DatasetState:
 _PASSWORD_OPTION = "--mysql-password="
 
 
-@contextmanager
-def options_file(options: Sequence[str], *, prefix: str = "wanbench-sysbench-") -> Iterator[Path]:
-    """sysbench options (``name=value`` lines, e.g. the password) in a 0600
-    file for ``--config-file``, removed afterwards: what is in it never
-    shows on a command line, which any user can read in /proc/PID/cmdline."""
-    fd, name = tempfile.mkstemp(prefix=prefix, suffix=".cfg")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write("".join(o + "\n" for o in options))
-        yield Path(name)
-    finally:
-        Path(name).unlink(missing_ok=True)
-
-
 class SysbenchRunner:
     """Runs sysbench against one endpoint (direct or through the proxy).
 
@@ -478,111 +453,18 @@ class SysbenchRunner:
 
     def _execute(self, argv: Sequence[str], *, timeout: float, what: str, threads: int,
                  window_marker: str, env: Mapping[str, str] | None = None) -> _Run:
-        """Run sysbench (see ``_run_sysbench``) with the password in a 0600
-        options file removed afterwards, never on its command line: any user
-        of the machine can read ``/proc/PID/cmdline``."""
-        secret = [a for a in argv if a.startswith(_PASSWORD_OPTION)]
-        if not secret:
-            return self._run_sysbench(argv, timeout=timeout, what=what, threads=threads,
-                                      window_marker=window_marker, env=env)
+        """Run sysbench through ``sysproc.run`` (the one supervisor of every
+        engine: password in a 0600 options file, pinned, CPU measured from
+        ``window_marker`` on, killed on timeout or interrupt) and keep its
+        redacted output as a report."""
+        secret = [a.removeprefix("--") for a in argv if a.startswith(_PASSWORD_OPTION)]
         rest = [a for a in argv if not a.startswith(_PASSWORD_OPTION)]
-        with options_file([a.removeprefix("--") for a in secret]) as cfg:
-            return self._run_sysbench([rest[0], f"--config-file={cfg}", *rest[1:]], timeout=timeout, what=what,
-                                      threads=threads, window_marker=window_marker, env=env)
-
-    def _run_sysbench(self, argv: Sequence[str], *, timeout: float, what: str, threads: int,
-                      window_marker: str, env: Mapping[str, str] | None = None) -> _Run:
-        """Run sysbench, measure its CPU from ``window_marker`` on, kill it by
-        PID when it outlives ``timeout``."""
-        full_env = dict(os.environ)
-        full_env.update(env or {})
-        start = time.monotonic()
-        try:
-            proc = subprocess.Popen(  # noqa: S603 - argv list, no shell
-                list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                text=True, errors="replace", bufsize=1, env=full_env, preexec_fn=pinned(self.cpus),
-            )
-        except FileNotFoundError:
-            raise MissingToolError("sysbench", "run scripts/setup") from None
-        lines: list[str] = []
-        mark: list[tuple[float, float]] = []
-        reaped: list[tuple[int, Any, float]] = []
-        lock = threading.Lock()
-        stop = threading.Event()
-        reaper: threading.Thread | None = None
-        killed = False
-        try:  # from here on, also on a Ctrl-C that lands before the wait: never leave a sysbench behind
-            sampler = RunnableSampler(proc.pid, threads)
-
-            def read() -> None:
-                assert proc.stdout is not None
-                for line in proc.stdout:
-                    lines.append(line)
-                    if not mark and window_marker in line:
-                        cpu = process_cpu_seconds(proc.pid)
-                        if cpu is not None:
-                            now = time.monotonic()
-                            sampler.sample(now)
-                            mark.append((now, cpu))
-
-            def sample() -> None:
-                # a sampling period, not a wait for a condition: /proc is read
-                # twice a second (less at high thread counts) so the measured
-                # process is not disturbed
-                period = max(0.5, min(2.0, threads / 250))
-                while not stop.wait(period):
-                    with lock:
-                        if reaped:
-                            return
-                        if mark:
-                            sampler.sample(time.monotonic())
-
-            def reap() -> None:
-                _pid, status, usage = os.wait4(proc.pid, 0)
-                with lock:
-                    reaped.append((status, usage, time.monotonic()))
-
-            reader = threading.Thread(target=read, name=f"sysbench-out-{proc.pid}", daemon=True)
-            reaper = threading.Thread(target=reap, name=f"sysbench-wait-{proc.pid}", daemon=True)
-            sampler_thread = threading.Thread(target=sample, name=f"sysbench-sched-{proc.pid}", daemon=True)
-            reader.start()
-            reaper.start()
-            sampler_thread.start()
-            reaper.join(timeout)
-        finally:
-            with lock:
-                if not reaped:
-                    os.kill(proc.pid, signal.SIGKILL)
-                    killed = True
-            if killed and reaper is not None and reaper.is_alive():
-                reaper.join(10)
-            elif killed:  # interrupted before the reaper ran: reap sysbench here
-                with contextlib.suppress(ChildProcessError):
-                    os.waitpid(proc.pid, 0)
-        stop.set()
-        sampler_thread.join(10)
-        reader.join(10)
-        if proc.stdout is not None:
-            proc.stdout.close()
-        status, usage, end = reaped[0] if reaped else (0, None, time.monotonic())
-        proc.returncode = os.waitstatus_to_exitcode(status) if reaped else -signal.SIGKILL
-        text = self.redact("".join(lines))
-        self._save_report(re.sub(r"[^A-Za-z0-9_.-]+", "_", what), text)
-        if killed:
-            raise InfrastructureError(
-                f"{what}: no result after {timeout:.0f}s, sysbench (pid {proc.pid}) was killed; "
-                f"last output: {_tail(text)}"
-            )
-        client = None
-        if usage is not None:
-            total_cpu = usage.ru_utime + usage.ru_stime
-            if mark:
-                t0, cpu0 = mark[0]
-                client = ClientLoad(max(0.0, total_cpu - cpu0), max(1e-6, end - t0), threads, usable_cores(self.cpus),
-                                    sampler.fraction())
-            else:
-                client = ClientLoad(total_cpu, max(1e-6, end - start), threads, usable_cores(self.cpus))
-        return _Run(text=text, exit_status=proc.returncode, client=client, wall=end - start)
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", what)
+        run = sysproc.run(rest, what=what, timeout=timeout, threads=threads, secrets=secret, cpus=self.cpus,
+                          env=env, window_marker=window_marker, redact=self.redact,
+                          on_output=lambda text: self._save_report(name, text))
+        self._save_report(name, run.text)
+        return _Run(text=run.text, exit_status=run.exit_status, client=run.client, wall=run.wall_s)
 
     # -- probes ------------------------------------------------------------
 

@@ -15,14 +15,8 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import shlex
 import shutil
-import signal
-import subprocess
-import tempfile
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,10 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from wanbench.errors import CommandError, ConfigError, InfrastructureError, MissingToolError
-from wanbench.procs import pinned
 from wanbench.results import Latency, Round, WorkloadResult
+from wanbench.workloads import sysproc
 from wanbench.workloads.clientcpu import ClientLoad, assess, usable_cores
-from wanbench.workloads.sysbench import options_file
 
 LUA_DIR = Path(__file__).resolve().parent.parent / "lua"
 SCRIPT = LUA_DIR / "tpcc.lua"
@@ -324,15 +317,15 @@ def _redact(text: str, conn: Connection) -> str:
 class SysbenchRun:
     command: str  # redacted
     exit_status: int
-    stdout: str
-    stderr: str
+    stdout: str  # stdout and stderr as they came (redacted)
     wall_s: float
     cpu_s: float  # the sysbench process's user + system CPU
 
 
-def sysbench_argv(conn: Connection, opts: TpccOptions, command: str, config: Path) -> list[str]:
+def sysbench_argv(conn: Connection, opts: TpccOptions, command: str) -> list[str]:
+    """argv without credentials: they go to sysbench in an options file."""
     argv = [
-        opts.sysbench, f"--config-file={config}", str(SCRIPT),
+        opts.sysbench, str(SCRIPT),
         f"--mysql-host={conn.host}", f"--mysql-port={conn.port}", f"--mysql-db={conn.db}",
         f"--threads={opts.threads}", f"--warehouses={opts.warehouses}", f"--load-batch={opts.load_batch}",
     ]
@@ -345,47 +338,18 @@ def sysbench_argv(conn: Connection, opts: TpccOptions, command: str, config: Pat
 
 
 def run_sysbench(conn: Connection, opts: TpccOptions, command: str, *, timeout: float) -> SysbenchRun:
-    """Run one sysbench command; measure its CPU with wait4 (exact, per process)."""
+    """Run one sysbench command through ``sysproc.run`` (the supervisor every
+    engine shares); its CPU comes from wait4 (exact, per process)."""
     if shutil.which(opts.sysbench) is None:
         raise MissingToolError(opts.sysbench, "apt-get install sysbench (1.0.20)")
-    credentials = [f"mysql-user={conn.user}", f"mysql-password={conn.password}"]
-    with options_file(credentials, prefix="wanbench-tpcc-") as cfg, tempfile.TemporaryFile("w+") as out, \
-            tempfile.TemporaryFile("w+") as err:
-        argv = sysbench_argv(conn, opts, command, cfg)
-        shown = shlex.join(argv)
-        start = time.monotonic()
-        proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL,  # noqa: S603 - argv list
-                                start_new_session=True, preexec_fn=pinned(conn.client_cpus))
-        timed_out = threading.Event()
-
-        def kill() -> None:
-            timed_out.set()
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-        timer = threading.Timer(timeout, kill)
-        timer.start()
-        try:
-            _pid, status, usage = os.wait4(proc.pid, 0)
-        except BaseException:  # interrupted: never leave sysbench running
-            kill()
-            proc.wait()
-            raise
-        finally:
-            timer.cancel()
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        wall = time.monotonic() - start
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = _redact(out.read(), conn), _redact(err.read(), conn)
-    if timed_out.is_set():
-        raise CommandError("localhost", shown, None, f"sysbench tpcc {command} ran past {timeout:.0f}s\n{stderr}")
-    result = SysbenchRun(shown, proc.returncode, stdout, stderr, wall, usage.ru_utime + usage.ru_stime)
+    argv = sysbench_argv(conn, opts, command)
+    res = sysproc.run(argv, what=f"sysbench tpcc {command} on {conn.label}", timeout=timeout, threads=opts.threads,
+                      secrets=[f"mysql-user={conn.user}", f"mysql-password={conn.password}"],
+                      cpus=conn.client_cpus, redact=lambda text: _redact(text, conn))
+    result = SysbenchRun(res.command, res.exit_status, res.text, res.wall_s, res.cpu_s)
     if result.exit_status != 0:
-        tail = "\n".join((stdout + stderr).strip().splitlines()[-5:])
-        raise CommandError("localhost", shown, result.exit_status, tail)
+        tail = "\n".join(res.text.strip().splitlines()[-5:])
+        raise CommandError("localhost", res.command, result.exit_status, tail)
     return result
 
 
