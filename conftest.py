@@ -8,5 +8,6 @@ pytest_plugins = [
     "fixtures.gate",
     "fixtures.sysbench",
     "fixtures.tpcc",
+    "fixtures.ycsb",
     "fixtures.allure_report",
 ]

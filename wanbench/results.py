@@ -167,6 +167,10 @@ class CellResult:
             out[f"latency_ms.{k}"] = getattr(w.latency_ms, k)
         if "tpmc" in w.extra:
             out["tpmc"] = float(w.extra["tpmc"])
+        for op, v in (w.extra.get("per_op") or {}).items():  # YCSB
+            if not op.endswith("_ERROR"):
+                out[f"ops.{op}"] = float(v["ops"])
+                out[f"latency_ms.p99.{op}"] = float(v["p99_us"]) / 1000.0
         return out
 
     def to_json(self) -> dict[str, Any]:

@@ -189,6 +189,10 @@ def samples_of(cell: CellResult | Mapping[str, Any]) -> Samples:
         out["tpmc"] = _finite(list(extra["tpmc_rounds"]))
     elif extra.get("tpmc") is not None:
         out["tpmc"] = _finite([extra["tpmc"]])
+    for per_op in extra.get("per_op_rounds") or ():  # YCSB: one mapping per round
+        for op, v in per_op.items():
+            out.setdefault(f"ops.{op}", []).extend(_finite([v.get("ops")]))
+            out.setdefault(f"latency_ms.p99.{op}", []).extend(_finite([v.get("p99_ms")]))
     return {k: v for k, v in out.items() if v}
 
 

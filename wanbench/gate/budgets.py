@@ -58,10 +58,13 @@ METRICS: Mapping[str, bool] = {
     "latency_ms.p95": False,
     "latency_ms.p99": False,
     "error_rate": False,
+    # YCSB, per operation: throughput (ops/s) and p99 of READ, UPDATE, ...
+    **{f"ops.{op}": True for op in ("READ", "UPDATE", "INSERT", "SCAN", "READ_MODIFY_WRITE")},
+    **{f"latency_ms.p99.{op}": False for op in ("READ", "UPDATE", "INSERT", "SCAN", "READ_MODIFY_WRITE")},
 }
 #: families whose cells carry a fault level; the others are plain workloads
 FAULT_FAMILIES = tuple(FAMILY_KIND)
-WORKLOAD_FAMILIES = ("sysbench", "tpcc")
+WORKLOAD_FAMILIES = ("sysbench", "tpcc", "ycsb")
 FAMILIES = FAULT_FAMILIES + WORKLOAD_FAMILIES
 CHECK_KINDS = ("baseline", "drop", "level0", "absolute")
 #: checks judged with one summary per run against the accepted runs' spread

@@ -1,27 +1,100 @@
-"""Workload engines: one module per load generator behind one small protocol.
+"""Workload engines: one module per load generator, picked by name from a table.
 
-An engine prepares its data once per session, runs one cell (a workload at a
-concurrency on one endpoint) and returns a ``WorkloadResult``; it cleans up
-only on request. ``sysbench`` is the first engine (probes and the bundled
-OLTP scripts); TPC-C and others plug in the same way.
+Like testinfra's backends (a dict of name -> class path, a clear error for an
+unknown name), ``ENGINES`` maps an engine name to ``module:Class``. A fault
+scenario names its workload ``<engine>`` or ``<engine>:<variant>`` (e.g.
+``tpcc``, ``ycsb:workloada``; ``read_probe`` and ``write_probe`` are the
+probe engine's variants under their old names). The fixtures make one
+engine per session and ask it for a runner per scenario.
+
+Adding an engine: write one module with a class that takes an
+``EngineContext`` and has ``runner(variant, path)``, and add one line to
+``ENGINES`` (``selftests/test_engines.py`` does exactly that with a toy).
+Every engine that runs sysbench runs it through ``sysproc.run``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Protocol
+import importlib
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
 
-from wanbench.results import Round, WorkloadResult
+from wanbench.errors import ConfigError
+from wanbench.results import WorkloadResult
+
+#: engine name -> "module:Class"
+ENGINES: dict[str, str] = {
+    "probe": "wanbench.workloads.probe:ProbeEngine",
+    "tpcc": "wanbench.workloads.tpcc:TpccEngine",
+    "ycsb": "wanbench.workloads.ycsb:YcsbEngine",
+}
+#: scenario workload names kept from before the table
+ALIASES: dict[str, str] = {"read_probe": "probe:read", "write_probe": "probe:write"}
+
+
+@dataclass(frozen=True)
+class EngineContext:
+    """What an engine may use: the cluster, the run's options, a scratch
+    directory, and ways to tell the user what happens."""
+
+    cluster: Any  # wanbench.cluster.Cluster
+    option: Callable[[str], Any]  # pytest's config.getoption
+    workdir: Path
+    progress: Callable[[str], None]
+    step: Callable[[str], AbstractContextManager[Any]]  # an Allure step (or nothing)
 
 
 class WorkloadEngine(Protocol):
     """What the fixtures need from an engine."""
 
-    def prepare(self) -> object:
-        """Create or reuse the engine's data set; return what was done."""
+    def __init__(self, ctx: EngineContext) -> None: ...
+
+    def runner(self, variant: str, path: str) -> Callable[[int], WorkloadResult]:
+        """Prepare the data ``variant`` needs on ``path`` (once) and return
+        ``run(concurrency)``; called before the scenario's fault is applied."""
         ...
 
-    def run(self, workload: str, *, concurrency: int, rounds: int,
-            on_round: Callable[[int, Round], None] | None = None) -> WorkloadResult: ...
 
-    def cleanup(self) -> None: ...
+def split_workload(name: str) -> tuple[str, str]:
+    """``ycsb:workloada`` -> (``ycsb``, ``workloada``); aliases resolved."""
+    engine, _, variant = ALIASES.get(name, name).partition(":")
+    return engine, variant
+
+
+def engine_class(name: str) -> type[WorkloadEngine]:
+    """The engine class of ``name``; ``ConfigError`` naming the known ones."""
+    target = ENGINES.get(name)
+    if target is None:
+        raise ConfigError(f"unknown workload engine {name!r} (known: {', '.join(sorted(ENGINES))})")
+    module, _, cls = target.partition(":")
+    found: type[WorkloadEngine] = getattr(importlib.import_module(module), cls)
+    return found
+
+
+class Engines:
+    """The session's engines, made on first use."""
+
+    def __init__(self, ctx: EngineContext) -> None:
+        self.ctx = ctx
+        self._made: dict[str, WorkloadEngine] = {}
+        self._runners: dict[tuple[str, str], Callable[[int], WorkloadResult]] = {}
+
+    def get(self, name: str) -> WorkloadEngine:
+        if name not in self._made:
+            self._made[name] = engine_class(name)(self.ctx)
+        return self._made[name]
+
+    def runner(self, workload: str, path: str) -> Callable[[int], WorkloadResult]:
+        """``run(concurrency)`` for a scenario's workload; the data is
+        prepared on the first call for (workload, path) only."""
+        key = (workload, path)
+        if key not in self._runners:
+            engine, variant = split_workload(workload)
+            self._runners[key] = self.get(engine).runner(variant, path)
+        return self._runners[key]
+
+    def __iter__(self) -> Iterator[WorkloadEngine]:
+        return iter(self._made.values())

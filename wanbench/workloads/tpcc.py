@@ -551,3 +551,33 @@ def parse_time_scale(text: str) -> float:
 
 def failed_checks(result: WorkloadResult) -> list[Mapping[str, Any]]:
     return [c for c in result.extra.get("checks", []) if not c.get("passed")]
+
+
+class TpccEngine:
+    """TPC-C as the workload of a fault scenario (``workload: tpcc``): the
+    first ``--warehouses`` value, loaded once per path before the fault."""
+
+    DATABASE = "wanbench_tpcc"
+
+    def __init__(self, ctx: Any) -> None:
+        self.ctx = ctx
+
+    def runner(self, variant: str, path: str) -> Any:
+        if variant:
+            raise ConfigError(f"tpcc has no variants (got tpcc:{variant})")
+        ctx = self.ctx
+        warehouses = list(ctx.option("warehouses"))[0]
+        target = ctx.cluster.sql_targets(path)[0]
+        conn = Connection(target.host, target.port, target.credentials.user, target.credentials.password,
+                          self.DATABASE, client_cpus=ctx.cluster.client_cpus())
+        ctx.progress(f"tpcc: checking/loading {warehouses} warehouse(s) into {conn.label}")
+        res = ensure_loaded(conn, TpccOptions(warehouses=warehouses, threads=min(8, 2 * warehouses + 2)))
+        if res is not None:
+            ctx.progress(f"tpcc: loaded {warehouses} warehouse(s) in {res.seconds:.1f}s")
+
+        def run_cell(concurrency: int) -> WorkloadResult:
+            opts = TpccOptions(warehouses=warehouses, threads=concurrency, duration=float(ctx.option("duration")),
+                               wait=bool(ctx.option("tpcc_wait")), time_scale=float(ctx.option("tpcc_time_scale")))
+            return run(conn, opts, rounds=int(ctx.option("rounds")))
+
+        return run_cell

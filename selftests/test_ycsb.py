@@ -1,0 +1,145 @@
+"""YCSB on a real MariaDB: every core workload in a short CI configuration,
+the scrambled-zipfian access frequencies of a real run against YCSB's
+distribution, the correctness check catching a corruption, and YCSB's key
+names from Lua and Python agreeing. ``-m "not lab"`` runs only the pure ones.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+
+from selftests.test_sysbench_engine import PASSWORD, MariaDB
+from wanbench.workloads import tpcc, ycsb
+
+PORT = int(os.environ.get("WANBENCH_YCSB_TEST_PORT", "33020"))
+RECORDS = 1000
+
+
+def test_key_names_match_ycsb_and_lua() -> None:
+    # YCSB's first key of every load (keynum 0) is user6284781860667377211
+    assert ycsb.key_name(0) == "user6284781860667377211"
+    nums = [0, 1, 2, 999, 123456789, 10_000_000_000]
+    out = subprocess.run(["sysbench", str(ycsb.SCRIPT), "keyname"], capture_output=True, text=True, timeout=30,
+                         env={**os.environ, "WB_YCSB_KEYNUMS": " ".join(map(str, nums))}, check=True).stdout
+    lua = {int(p[1]): p[2] for p in (ln.split() for ln in out.splitlines() if ln.startswith("YCSB_KEY "))}
+    assert lua == {n: ycsb.key_name(n) for n in nums}
+
+
+def test_zipfian_theory_is_ycsb_head() -> None:
+    probs = ycsb.zipfian_item_probabilities(1000)
+    assert probs[0] == pytest.approx(1 / 26.46902820178302)
+    assert probs[1] == pytest.approx(0.5 ** 0.99 / 26.46902820178302)
+    # Gray's formula gives item j about 1/(j+1)^0.99/zetan
+    assert probs[500] == pytest.approx(1 / 501 ** 0.99 / 26.46902820178302, rel=0.05)
+
+
+def test_summary_is_go_ycsb_shape() -> None:
+    b = tpcc.Bucketed()
+    b.merge({"count": 3, "sum_us": 600.0, "min_us": 100, "max_us": 300, "hist": {"463": 1, "532": 1, "573": 2}})
+    row = ycsb._row("READ", b, 10.0)
+    assert row.render().startswith("READ   - Takes(s): 10.0, Count: 3, OPS: 0.3, Avg(us): 200, Min(us): 100, "
+                                   "Max(us): 300, 50th(us): ")
+    assert row.render().endswith("99.99th(us): 300")
+
+
+def test_options_are_validated() -> None:
+    with pytest.raises(Exception, match="unknown YCSB workload 'g'"):
+        ycsb.parse_workloads("a,g")
+    assert ycsb.parse_workloads("a,workloadf") == ["workloada", "workloadf"]
+
+
+@pytest.fixture(scope="module")
+def conn() -> Iterator[tpcc.Connection]:
+    db = MariaDB(PORT)
+    try:
+        db.start()
+        yield tpcc.Connection("127.0.0.1", PORT, "wb", PASSWORD, ycsb.DATABASE)
+    finally:
+        db.stop()
+
+
+@pytest.fixture(scope="module")
+def loaded(conn: tpcc.Connection) -> ycsb.LoadResult:
+    res = ycsb.load(conn, ycsb.YcsbOptions(records=RECORDS, fields=4, field_length=20), threads=2)
+    assert res.seconds > 0
+    assert res.records == RECORDS
+    return res
+
+
+@pytest.mark.lab
+@pytest.mark.parametrize("workload", list(ycsb.WORKLOADS))
+def test_each_workload_runs_and_checks(conn: tpcc.Connection, loaded: ycsb.LoadResult, workload: str) -> None:
+    opts = ycsb.YcsbOptions(workload=workload, threads=4, records=RECORDS, fields=4, field_length=20,
+                            operations=3000)
+    result = ycsb.run(conn, opts, load_result=loaded)
+    extra = result.extra
+    core = ycsb.WORKLOADS[workload]
+    for op in core.mix:
+        assert extra["per_op"][op]["count"] > 0, (op, extra["summary_text"])
+        assert extra["per_op"][op]["ops"] > 0
+    counts = {op: extra["per_op"][op]["count"] for op in core.mix}
+    if workload == "workloadf":  # RMW's read is in READ too, as YCSB measures it
+        counts["READ"] -= counts["READ_MODIFY_WRITE"]
+    done = sum(counts.values())
+    assert done == 3000, extra["summary_text"]
+    for op, share in core.mix.items():  # the mix is YCSB's proportions (binomial noise allowed)
+        assert abs(counts[op] / done - share) < 0.04, (op, extra["summary_text"])
+    assert not ycsb.failed_checks(result), extra["checks"]
+    assert [c["name"] for c in extra["checks"]] == ["record_count", "field_length", "acknowledged_inserts"]
+    if "INSERT" in core.mix:
+        assert extra["acknowledged_inserts"] == extra["per_op"]["INSERT"]["count"] > 0
+    if workload == "workloadf":  # RMW's read and update are measured on their own too, as YCSB does
+        assert extra["per_op"]["UPDATE"]["count"] == extra["per_op"]["READ_MODIFY_WRITE"]["count"]
+    assert "READ" in extra["summary_text"] or "SCAN" in extra["summary_text"]
+    assert ycsb.table_state(conn, opts) == "", "inserts were not removed after the run"
+
+
+@pytest.mark.lab
+def test_zipfian_frequencies_of_a_real_run(conn: tpcc.Connection, loaded: ycsb.LoadResult) -> None:
+    ops = 60000
+    opts = ycsb.YcsbOptions(workload="workloadc", threads=4, records=RECORDS, fields=4, field_length=20,
+                            operations=ops, key_stats=True)
+    result = ycsb.run(conn, opts)
+    counts = {int(k): n for k, n in result.extra["key_counts"].items()}
+    assert sum(counts.values()) == ops
+    theory = ycsb.scrambled_key_shares(RECORDS, opts.key_space)
+    top = sorted(theory, key=lambda k: -theory[k])[:10]
+    for k in top:  # each hot key's share within 4 binomial standard deviations of YCSB's
+        p = theory[k]
+        sd = (p * (1 - p) / ops) ** 0.5
+        assert abs(counts.get(k, 0) / ops - p) < 4 * sd + 1e-4, (k, counts.get(k, 0) / ops, p)
+    hot_share = sum(counts.get(k, 0) for k in top) / ops
+    assert hot_share > 10 * 10 / RECORDS  # skewed: 10 keys of 1000 get far more than 1 %
+    observed_top = sorted(counts, key=lambda k: -counts[k])[:10]
+    assert len(set(observed_top) & set(top)) >= 8
+    # not contiguous: the hot keys are spread over the key numbers and over
+    # the ordered key space (YCSB_KEY order: where TiDB cuts its Regions)
+    assert max(observed_top) - min(observed_top) > RECORDS // 2
+    ordered = sorted(ycsb.key_name(k) for k in range(RECORDS))
+    ranks = sorted(ordered.index(ycsb.key_name(k)) for k in observed_top)
+    assert ranks[-1] - ranks[0] > RECORDS // 2
+    assert sum(1 for a, b in zip(ranks, ranks[1:], strict=False) if b - a == 1) < 3
+
+
+@pytest.mark.lab
+def test_correctness_check_catches_corruption(conn: tpcc.Connection, loaded: ycsb.LoadResult) -> None:
+    opts = ycsb.YcsbOptions(workload="workloadd", threads=2, records=RECORDS, fields=4, field_length=20,
+                            operations=600)
+    r = ycsb.run_round(conn, opts)
+    try:
+        assert r.stats.acked_inserts
+        victim = ycsb.key_name(r.stats.acked_inserts[0])
+        ycsb.sql(conn, [(f"DELETE FROM {ycsb.TABLE} WHERE YCSB_KEY = %s", (victim,)),
+                        (f"UPDATE {ycsb.TABLE} SET FIELD2 = 'short' WHERE YCSB_KEY = %s", (ycsb.key_name(7),))])
+        failed = {c.name: c.message for c in ycsb.run_checks(conn, opts, r.stats) if not c.passed}
+        assert set(failed) == {"record_count", "field_length", "acknowledged_inserts"}, failed
+        assert victim in failed["acknowledged_inserts"]
+        assert ycsb.key_name(7) in failed["field_length"]
+    finally:
+        ycsb.remove_inserts(conn, r.stats)
+        ycsb.sql(conn, [(f"UPDATE {ycsb.TABLE} SET FIELD2 = REPEAT('x', 20) WHERE YCSB_KEY = %s",
+                         (ycsb.key_name(7),))])
