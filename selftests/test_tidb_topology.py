@@ -243,7 +243,8 @@ def test_option_value_parsers() -> None:
 
 def test_catalog_scenarios_select_components(display) -> None:
     catalog = load_catalog("tidb")
-    assert set(catalog) == {"tiproxy", "tidb", "pd_leader", "pd_follower", "tikv_write", "tikv_read", "tikv_tpcc"}
+    assert set(catalog) == {"tiproxy", "tidb", "pd_leader", "pd_follower", "tikv_write", "tikv_read", "tikv_tpcc",
+                            "tikv_ycsb"}
     for s in catalog.values():
         assert set(s.families) == {"rtt", "bandwidth", "loss"}
         assert display.select(s.target), s.name

@@ -9,10 +9,12 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from selftests.test_sysbench_engine import PASSWORD, MariaDB
+from wanbench.errors import ConfigError
 from wanbench.workloads import tpcc, ycsb
 
 PORT = int(os.environ.get("WANBENCH_YCSB_TEST_PORT", "33020"))
@@ -46,8 +48,36 @@ def test_summary_is_go_ycsb_shape() -> None:
     assert row.render().endswith("99.99th(us): 300")
 
 
+def test_per_operation_numbers_enter_the_gate(tmp_path: Path) -> None:
+    from wanbench.gate.baseline import samples_of
+    from wanbench.gate.budgets import CellKey, load_budgets
+    from wanbench.gate.verdict import metric_name
+    from wanbench.results import CellResult, Latency, WorkloadResult
+
+    rounds = [{"READ": {"ops": 1000.0, "p99_ms": 4.0}, "UPDATE": {"ops": 990.0, "p99_ms": 9.0}},
+              {"READ": {"ops": 1010.0, "p99_ms": 4.2}, "UPDATE": {"ops": 1000.0, "p99_ms": 9.5}}]
+    result = WorkloadResult(workload="ycsb_workloada", concurrency=8, rounds=(), latency_ms=Latency(),
+                            extra={"per_op_rounds": rounds})
+    cell = CellResult(test_id="t", family="ycsb", scenario="workloada", level={"value": 0, "label": "-"},
+                      concurrency=8, workload=result)
+    samples = samples_of(cell)
+    assert samples["ops.READ"] == [1000.0, 1010.0]
+    assert samples["latency_ms.p99.UPDATE"] == [9.0, 9.5]
+    assert metric_name("ops.READ") == "READ OPS"
+    assert metric_name("latency_ms.p99.SCAN") == "SCAN p99 latency"
+    key = CellKey("ycsb", "workloada", "-", 8, "direct", "ycsb_workloada")
+    budgets = load_budgets(Path("wanbench/budgets/lab.yaml"), profile="lab")
+    checks = {(c.kind, c.metric): c.limit for c in budgets.checks_for(key)}
+    assert checks[("baseline", "ops.READ")] == pytest.approx(0.05)
+    assert checks[("baseline", "latency_ms.p99.READ_MODIFY_WRITE")] == pytest.approx(0.10)
+    bad = tmp_path / "b.yaml"
+    bad.write_text("version: 1\nprofile: lab\nrules:\n  - family: ycsb\n    baseline:\n      ops.DELETE: 5%\n")
+    with pytest.raises(ConfigError, match="unknown metric .ops.DELETE."):
+        load_budgets(bad)
+
+
 def test_options_are_validated() -> None:
-    with pytest.raises(Exception, match="unknown YCSB workload 'g'"):
+    with pytest.raises(ConfigError, match="unknown YCSB workload 'g'"):
         ycsb.parse_workloads("a,g")
     assert ycsb.parse_workloads("a,workloadf") == ["workloada", "workloadf"]
 

@@ -55,6 +55,11 @@ _NAMES = {
 
 
 def metric_name(metric: str) -> str:
+    """``QPS``; YCSB's per-operation metrics read ``READ OPS``, ``READ p99 latency``."""
+    if metric.startswith("ops."):
+        return f"{metric[4:]} OPS"
+    if metric.startswith("latency_ms.p99."):
+        return f"{metric[len('latency_ms.p99.'):]} p99 latency"
     return _NAMES.get(metric, metric)
 
 
