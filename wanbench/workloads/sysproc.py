@@ -221,14 +221,16 @@ def _supervise(argv: Sequence[str], *, what: str, timeout: float, threads: int, 
         elif killed:  # interrupted before the reaper ran: reap sysbench here
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(proc.pid, 0)
+        # reaped by hand, so Popen never learns it: tell it (or it warns that
+        # the process is "still running" when it is garbage-collected)
+        proc.returncode = os.waitstatus_to_exitcode(reaped[0][0]) if reaped else -signal.SIGKILL
         stop.set()
         for t in threads_started:
             if t is not reaper:
                 t.join(10)
         if proc.stdout is not None:
             proc.stdout.close()
-    status, usage, end = reaped[0] if reaped else (0, None, time.monotonic())
-    proc.returncode = os.waitstatus_to_exitcode(status) if reaped else -signal.SIGKILL
+    _status, usage, end = reaped[0] if reaped else (0, None, time.monotonic())
     text = redact("".join(lines))
     if killed:
         if on_output is not None:
