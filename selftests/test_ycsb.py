@@ -6,8 +6,11 @@ names from Lua and Python agreeing. ``-m "not lab"`` runs only the pure ones.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +21,7 @@ from wanbench.errors import ConfigError
 from wanbench.workloads import tpcc, ycsb
 
 PORT = int(os.environ.get("WANBENCH_YCSB_TEST_PORT", "33020"))
+ROOT = Path(__file__).resolve().parent.parent
 RECORDS = 1000
 
 
@@ -173,3 +177,39 @@ def test_correctness_check_catches_corruption(conn: tpcc.Connection, loaded: ycs
         ycsb.remove_inserts(conn, r.stats)
         ycsb.sql(conn, [(f"UPDATE {ycsb.TABLE} SET FIELD2 = REPEAT('x', 20) WHERE YCSB_KEY = %s",
                          (ycsb.key_name(7),))])
+
+
+SUITE_PORT_BASE = int(os.environ.get("WANBENCH_YCSB_SUITE_PORT_BASE", "33050"))
+
+
+@pytest.mark.lab
+@pytest.mark.slow
+def test_the_family_on_the_lab(tmp_path: Path) -> None:
+    """``pytest tests/ycsb`` as a user runs it, all six workloads in a short
+    CI configuration: ids, go-ycsb's lines, the load, the checks, the JSON."""
+    results = tmp_path / "results.json"
+    cmd = [sys.executable, "-m", "pytest", "tests/ycsb", "-v", "-p", "no:randomly", "--ycsb-workloads", "all",
+           "--threads", "4", "--rounds", "1", "--ycsb-records", "500", "--ycsb-operations", "600",
+           "--lab-port-base", str(SUITE_PORT_BASE), "--lab-dir", str(tmp_path / "lab"),
+           "--baseline-dir", str(tmp_path / "baselines"), "--results-json", str(results)]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-3000:]
+    for w in ycsb.WORKLOADS:
+        assert f"tests/ycsb/test_ycsb.py::test_ycsb[{w}-t4] PASSED" in out, out[-3000:]
+    assert "6 passed" in out, out[-3000:]
+    assert re.search(r"^READ   - Takes\(s\): [\d.]+, Count: \d+, OPS: [\d.]+, Avg\(us\): \d+, Min\(us\): \d+, "
+                     r"Max\(us\): \d+, 50th\(us\): \d+, 90th\(us\): \d+, 95th\(us\): \d+, 99th\(us\): \d+, "
+                     r"99.9th\(us\): \d+, 99.99th\(us\): \d+$", out, re.M), out[-3000:]
+    for op in ("UPDATE", "INSERT", "SCAN", "READ_MODIFY_WRITE"):
+        assert re.search(rf"^{op}\s* - Takes\(s\)", out, re.M), op
+    assert "[load] 500 records with" in out
+    assert out.count("correctness: 3/3 checks passed") == 6
+    doc = json.loads(results.read_text())
+    cells = {c["test_id"]: c for c in doc["results"]}
+    a = cells["test_ycsb[workloada-t4]"]
+    assert a["family"] == "ycsb"
+    assert a["workload"] == "ycsb_workloada"
+    assert set(a["workload_extra"]["per_op"]) >= {"READ", "UPDATE"}
+    assert a["workload_extra"]["per_op"]["READ"]["p99_us"] > 0
+    assert doc["tables"]["ycsb"], "no per-operation table in the results"

@@ -279,12 +279,8 @@ function thread_init()
    end
 end
 
-local function fields_list()
-   return "*"
-end
-
 local function do_read(k)
-   local rs = con:query(string.format("SELECT %s FROM usertable WHERE YCSB_KEY='%s'", fields_list(), key_name(k)))
+   local rs = con:query(string.format("SELECT * FROM usertable WHERE YCSB_KEY='%s'", key_name(k)))
    if rs and rs.nrows == 0 then stats.READ.not_found = (stats.READ.not_found or 0) + 1 end
 end
 
@@ -295,8 +291,8 @@ end
 
 local function do_scan(k)
    local len = sysbench.rand.uniform(1, sysbench.opt.max_scan_length)
-   con:query(string.format("SELECT %s FROM usertable WHERE YCSB_KEY >= '%s' ORDER BY YCSB_KEY LIMIT %d",
-      fields_list(), key_name(k), len))
+   con:query(string.format("SELECT * FROM usertable WHERE YCSB_KEY >= '%s' ORDER BY YCSB_KEY LIMIT %d",
+      key_name(k), len))
 end
 
 -- one measured call: latency into the op's bucket, errors by code

@@ -463,8 +463,8 @@ def summary_rows(stats: RunStats) -> list[OpRow]:
 def render_summary(stats: RunStats, opts: YcsbOptions, load_result: LoadResult | None = None) -> str:
     lines = [f"# ycsb {opts.workload} ({opts.core.description}, {opts.core.distribution}): {opts.records} records, "
              f"{opts.fields} fields x {opts.field_length} chars, {opts.threads} threads"]
-    if load_result is not None:
-        lines.append(load_result.render())
+    lines.append(load_result.render() if load_result is not None
+                 else f"[load] none: the {opts.records} records loaded earlier were intact and reused")
     lines.append("Run finished, takes " + f"{stats.seconds:.1f}s")
     lines += [r.render() for r in summary_rows(stats)]
     return "\n".join(lines)
@@ -662,6 +662,7 @@ def to_workload_result(done: Sequence[_RoundRun], opts: YcsbOptions, *, checks: 
             "per_op": {r.name: r.to_json() for r in rows},
             "per_op_rounds": [per_op_metrics(r.stats) for r in done],
             "not_found": {n: st.not_found for n, st in stats.ops.items() if st.not_found},
+            "errors_by_op": {n: dict(sorted(st.codes.items())) for n, st in stats.ops.items() if st.codes},
             "acknowledged_inserts": len(stats.acked_inserts), "unsure_inserts": len(stats.unsure_inserts),
             "load": load_result.to_json() if load_result else None,
             "checks": [c.to_json() for c in checks], "summary_text": text,
