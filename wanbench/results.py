@@ -22,6 +22,10 @@ SCHEMA = 1
 PERCENTILES = ("p50", "p90", "p95", "p99", "p999")
 
 
+#: YCSB's operations, as go-ycsb names them in its summary (per-operation
+#: metrics ``ops.READ`` and ``latency_ms.p99.READ`` in budgets and reports)
+YCSB_OPS = ("READ", "UPDATE", "INSERT", "SCAN", "READ_MODIFY_WRITE")
+
 @dataclass(frozen=True)
 class Latency:
     """Latency summary in milliseconds (``p999`` is the 99.9th percentile)."""

@@ -47,6 +47,7 @@ import yaml
 
 from wanbench.errors import ConfigError
 from wanbench.faults.base import FAMILY_KIND, LEVEL0_LABELS, Level
+from wanbench.results import YCSB_OPS
 from wanbench.topology import Scenario, load_catalog
 
 #: metric -> True when higher is better
@@ -59,8 +60,8 @@ METRICS: Mapping[str, bool] = {
     "latency_ms.p99": False,
     "error_rate": False,
     # YCSB, per operation: throughput (ops/s) and p99 of READ, UPDATE, ...
-    **{f"ops.{op}": True for op in ("READ", "UPDATE", "INSERT", "SCAN", "READ_MODIFY_WRITE")},
-    **{f"latency_ms.p99.{op}": False for op in ("READ", "UPDATE", "INSERT", "SCAN", "READ_MODIFY_WRITE")},
+    **{f"ops.{op}": True for op in YCSB_OPS},
+    **{f"latency_ms.p99.{op}": False for op in YCSB_OPS},
 }
 #: families whose cells carry a fault level; the others are plain workloads
 FAULT_FAMILIES = tuple(FAMILY_KIND)

@@ -42,7 +42,7 @@ from allure_commons._allure import StepContext
 from allure_commons.types import AttachmentType
 
 from wanbench.report import charts, tables
-from wanbench.results import CellResult, write_json_atomic
+from wanbench.results import YCSB_OPS, CellResult, write_json_atomic
 
 #: Allure 2 ``categories.json`` / Allure 3 config ``categories`` (compatible
 #: form). The first matching category wins, so the specific ones come first.
@@ -99,6 +99,9 @@ PERF_METRICS: Mapping[str, tuple[str, str, str]] = {
     "latency_ms.p95": ("p95 latency", "ms", "lower"),
     "latency_ms.p99": ("p99 latency", "ms", "lower"),
     "error_rate": ("error rate", "%", "lower"),
+    # YCSB: go-ycsb's numbers per operation
+    **{f"ops.{op}": (f"{op} OPS", "ops", "higher") for op in YCSB_OPS},
+    **{f"latency_ms.p99.{op}": (f"{op} p99 latency", "ms", "lower") for op in YCSB_OPS},
 }
 
 

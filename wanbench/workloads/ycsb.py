@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from wanbench.errors import ConfigError, InfrastructureError
-from wanbench.results import Latency, Round, WorkloadResult
+from wanbench.results import YCSB_OPS, Latency, Round, WorkloadResult
 from wanbench.units import parse_list
 from wanbench.workloads import sysproc
 from wanbench.workloads.clientcpu import ClientLoad, assess, usable_cores
@@ -33,7 +33,7 @@ LUA_DIR = Path(__file__).resolve().parent.parent / "lua"
 SCRIPT = LUA_DIR / "ycsb.lua"
 DATABASE = "wanbench_ycsb"
 TABLE = "usertable"
-OPS = ("READ", "UPDATE", "INSERT", "SCAN", "READ_MODIFY_WRITE")
+OPS = YCSB_OPS
 STATS_PREFIX = "YCSB_STATS "
 LOAD_PREFIX = "YCSB_LOAD "
 
