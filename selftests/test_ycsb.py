@@ -18,7 +18,7 @@ import pytest
 
 from selftests.test_sysbench_engine import PASSWORD, MariaDB
 from wanbench.errors import ConfigError
-from wanbench.workloads import tpcc, ycsb
+from wanbench.workloads import tpcc, ycsb, ycsb_checks, ycsb_keys, ycsb_stats
 
 PORT = int(os.environ.get("WANBENCH_YCSB_TEST_PORT", "33020"))
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,16 +27,16 @@ RECORDS = 1000
 
 def test_key_names_match_ycsb_and_lua() -> None:
     # YCSB's first key of every load (keynum 0) is user6284781860667377211
-    assert ycsb.key_name(0) == "user6284781860667377211"
+    assert ycsb_keys.key_name(0) == "user6284781860667377211"
     nums = [0, 1, 2, 999, 123456789, 10_000_000_000]
     out = subprocess.run(["sysbench", str(ycsb.SCRIPT), "keyname"], capture_output=True, text=True, timeout=30,
                          env={**os.environ, "WB_YCSB_KEYNUMS": " ".join(map(str, nums))}, check=True).stdout
     lua = {int(p[1]): p[2] for p in (ln.split() for ln in out.splitlines() if ln.startswith("YCSB_KEY "))}
-    assert lua == {n: ycsb.key_name(n) for n in nums}
+    assert lua == {n: ycsb_keys.key_name(n) for n in nums}
 
 
 def test_zipfian_theory_is_ycsb_head() -> None:
-    probs = ycsb.zipfian_item_probabilities(1000)
+    probs = ycsb_keys.zipfian_item_probabilities(1000)
     assert probs[0] == pytest.approx(1 / 26.46902820178302)
     assert probs[1] == pytest.approx(0.5 ** 0.99 / 26.46902820178302)
     # Gray's formula gives item j about 1/(j+1)^0.99/zetan
@@ -46,7 +46,7 @@ def test_zipfian_theory_is_ycsb_head() -> None:
 def test_summary_is_go_ycsb_shape() -> None:
     b = tpcc.Bucketed()
     b.merge({"count": 3, "sum_us": 600.0, "min_us": 100, "max_us": 300, "hist": {"463": 1, "532": 1, "573": 2}})
-    row = ycsb._row("READ", b, 10.0)
+    row = ycsb_stats.op_row("READ", b, 10.0)
     assert row.render().startswith("READ   - Takes(s): 10.0, Count: 3, OPS: 0.3, Avg(us): 200, Min(us): 100, "
                                    "Max(us): 300, 50th(us): ")
     assert row.render().endswith("99.99th(us): 300")
@@ -91,7 +91,7 @@ def conn() -> Iterator[tpcc.Connection]:
     db = MariaDB(PORT)
     try:
         db.start()
-        yield tpcc.Connection("127.0.0.1", PORT, "wb", PASSWORD, ycsb.DATABASE)
+        yield tpcc.Connection("127.0.0.1", PORT, "wb", PASSWORD, ycsb_checks.DATABASE)
     finally:
         db.stop()
 
@@ -122,7 +122,7 @@ def test_each_workload_runs_and_checks(conn: tpcc.Connection, loaded: ycsb.LoadR
     assert done == 3000, extra["summary_text"]
     for op, share in core.mix.items():  # the mix is YCSB's proportions (binomial noise allowed)
         assert abs(counts[op] / done - share) < 0.04, (op, extra["summary_text"])
-    assert not ycsb.failed_checks(result), extra["checks"]
+    assert not ycsb_checks.failed_checks(result), extra["checks"]
     assert [c["name"] for c in extra["checks"]] == ["record_count", "field_length", "acknowledged_inserts"]
     if "INSERT" in core.mix:
         assert extra["acknowledged_inserts"] == extra["per_op"]["INSERT"]["count"] > 0
@@ -140,7 +140,7 @@ def test_zipfian_frequencies_of_a_real_run(conn: tpcc.Connection, loaded: ycsb.L
     result = ycsb.run(conn, opts)
     counts = {int(k): n for k, n in result.extra["key_counts"].items()}
     assert sum(counts.values()) == ops
-    theory = ycsb.scrambled_key_shares(RECORDS, opts.key_space)
+    theory = ycsb_keys.scrambled_key_shares(RECORDS, opts.key_space)
     top = sorted(theory, key=lambda k: -theory[k])[:10]
     for k in top:  # each hot key's share within 4 binomial standard deviations of YCSB's
         p = theory[k]
@@ -153,8 +153,8 @@ def test_zipfian_frequencies_of_a_real_run(conn: tpcc.Connection, loaded: ycsb.L
     # not contiguous: the hot keys are spread over the key numbers and over
     # the ordered key space (YCSB_KEY order: where TiDB cuts its Regions)
     assert max(observed_top) - min(observed_top) > RECORDS // 2
-    ordered = sorted(ycsb.key_name(k) for k in range(RECORDS))
-    ranks = sorted(ordered.index(ycsb.key_name(k)) for k in observed_top)
+    ordered = sorted(ycsb_keys.key_name(k) for k in range(RECORDS))
+    ranks = sorted(ordered.index(ycsb_keys.key_name(k)) for k in observed_top)
     assert ranks[-1] - ranks[0] > RECORDS // 2
     assert sum(1 for a, b in zip(ranks, ranks[1:], strict=False) if b - a == 1) < 3
 
@@ -166,17 +166,19 @@ def test_correctness_check_catches_corruption(conn: tpcc.Connection, loaded: ycs
     r = ycsb.run_round(conn, opts)
     try:
         assert r.stats.acked_inserts
-        victim = ycsb.key_name(r.stats.acked_inserts[0])
-        ycsb.sql(conn, [(f"DELETE FROM {ycsb.TABLE} WHERE YCSB_KEY = %s", (victim,)),
-                        (f"UPDATE {ycsb.TABLE} SET FIELD2 = 'short' WHERE YCSB_KEY = %s", (ycsb.key_name(7),))])
-        failed = {c.name: c.message for c in ycsb.run_checks(conn, opts, r.stats) if not c.passed}
+        victim = ycsb_keys.key_name(r.stats.acked_inserts[0])
+        table = ycsb_checks.TABLE
+        ycsb_checks.sql(conn, [(f"DELETE FROM {table} WHERE YCSB_KEY = %s", (victim,)),
+                               (f"UPDATE {table} SET FIELD2 = 'short' WHERE YCSB_KEY = %s", (ycsb_keys.key_name(7),))])
+        failed = {c.name: c.message for c in ycsb_checks.run_checks(
+            conn, r.stats, records=RECORDS, fields=4, field_length=20) if not c.passed}
         assert set(failed) == {"record_count", "field_length", "acknowledged_inserts"}, failed
         assert victim in failed["acknowledged_inserts"]
-        assert ycsb.key_name(7) in failed["field_length"]
+        assert ycsb_keys.key_name(7) in failed["field_length"]
     finally:
-        ycsb.remove_inserts(conn, r.stats)
-        ycsb.sql(conn, [(f"UPDATE {ycsb.TABLE} SET FIELD2 = REPEAT('x', 20) WHERE YCSB_KEY = %s",
-                         (ycsb.key_name(7),))])
+        ycsb_checks.remove_inserts(conn, r.stats)
+        ycsb_checks.sql(conn, [(f"UPDATE {ycsb_checks.TABLE} SET FIELD2 = REPEAT('x', 20) WHERE YCSB_KEY = %s",
+                         (ycsb_keys.key_name(7),))])
 
 
 SUITE_PORT_BASE = int(os.environ.get("WANBENCH_YCSB_SUITE_PORT_BASE", "33050"))
