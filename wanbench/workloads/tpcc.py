@@ -554,28 +554,47 @@ def failed_checks(result: WorkloadResult) -> list[Mapping[str, Any]]:
 
 
 class TpccEngine:
-    """TPC-C as the workload of a fault scenario (``workload: tpcc``): the
-    first ``--warehouses`` value, loaded once per path before the fault."""
+    """TPC-C for the fixtures: ``dataset(warehouses, path)`` for tests/tpcc,
+    and the workload of a fault scenario (``workload: tpcc``: the first
+    ``--warehouses`` value, loaded before the fault is applied). One cache of
+    what is loaded, since both use the same database."""
 
     DATABASE = "wanbench_tpcc"
 
     def __init__(self, ctx: Any) -> None:
         self.ctx = ctx
+        self._loaded: dict[tuple[str, int], Connection] = {}
+
+    def dataset(self, warehouses: int, path: str) -> Connection:
+        """A connection to a database holding exactly ``warehouses``; loads
+        (in parallel) only when it does not."""
+        ctx = self.ctx
+        target = ctx.cluster.sql_targets(path)[0]
+        key = (target.address, warehouses)
+        if key not in self._loaded:
+            # one dataset per database: loading another warehouse count replaces it
+            for other in [k for k in self._loaded if k[0] == target.address]:
+                del self._loaded[other]
+            conn = Connection(target.host, target.port, target.credentials.user, target.credentials.password,
+                              self.DATABASE, client_cpus=ctx.cluster.client_cpus())
+            opts = TpccOptions(warehouses=warehouses, threads=min(8, 2 * warehouses + 2))
+            ctx.progress(f"tpcc: checking/loading {warehouses} warehouse(s) into {conn.label}")
+            res = ensure_loaded(conn, opts)
+            if res is not None:
+                ctx.progress(f"tpcc: loaded {warehouses} warehouse(s) in {res.seconds:.1f}s "
+                             f"with {res.threads} loader threads")
+            self._loaded[key] = conn
+        return self._loaded[key]
 
     def runner(self, variant: str, path: str) -> Any:
         if variant:
             raise ConfigError(f"tpcc has no variants (got tpcc:{variant})")
         ctx = self.ctx
         warehouses = list(ctx.option("warehouses"))[0]
-        target = ctx.cluster.sql_targets(path)[0]
-        conn = Connection(target.host, target.port, target.credentials.user, target.credentials.password,
-                          self.DATABASE, client_cpus=ctx.cluster.client_cpus())
-        ctx.progress(f"tpcc: checking/loading {warehouses} warehouse(s) into {conn.label}")
-        res = ensure_loaded(conn, TpccOptions(warehouses=warehouses, threads=min(8, 2 * warehouses + 2)))
-        if res is not None:
-            ctx.progress(f"tpcc: loaded {warehouses} warehouse(s) in {res.seconds:.1f}s")
+        self.dataset(warehouses, path)
 
         def run_cell(concurrency: int) -> WorkloadResult:
+            conn = self.dataset(warehouses, path)  # tests/tpcc may have loaded another count since
             opts = TpccOptions(warehouses=warehouses, threads=concurrency, duration=float(ctx.option("duration")),
                                wait=bool(ctx.option("tpcc_wait")), time_scale=float(ctx.option("tpcc_time_scale")))
             return run(conn, opts, rounds=int(ctx.option("rounds")))
