@@ -101,7 +101,7 @@ def test_first_run_passes_and_says_there_was_nothing_to_compare(project: Path) -
     assert first.returncode == 0, first.stdout + first.stderr
     assert "2 passed" in first.stdout.splitlines()[-1]
     assert "2 cell(s) measured with no baseline to compare: they pass" in first.stdout
-    assert "[no-baseline] replica_read rtt=50ms c=8: no baseline for this cell" in first.stdout
+    assert "[no-baseline]" not in first.stdout  # counted, not listed: a first full matrix would list them all
     saved = list((project / "store").glob("lab-*.json"))
     assert len(saved) == 1
     assert f"baseline saved: {saved[0]} (2 cells)" in first.stdout
