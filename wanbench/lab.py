@@ -359,14 +359,17 @@ class Lab:
 
     def _mariadb_paths(self, name: str) -> dict[str, Path]:
         d = self.run_dir / name
-        return {"dir": d, "data": d / "data", "socket": d / "mysqld.sock", "log": self.run_dir / f"{name}.log"}
+        return {"dir": d, "data": d / "data", "socket": d / "mysqld.sock", "log": self.run_dir / f"{name}.log",
+                "tmp": d / "tmp"}
 
     def _start_mariadb(self, name: str, *, server_id: int) -> None:
         p = self._mariadb_paths(name)
-        p["dir"].mkdir(parents=True, exist_ok=True)
+        p["tmp"].mkdir(parents=True, exist_ok=True)
+        # A private tmpdir: the servers' temporary files never meet another
+        # program's /tmp clean-up (one removed a bootstrap's temp table mid-run).
         res = subprocess.run(  # noqa: S603
             [self.tools["mariadb-install-db"], "--no-defaults", f"--datadir={p['data']}",
-             "--auth-root-authentication-method=normal", "--user=root", "--skip-test-db"],
+             "--auth-root-authentication-method=normal", "--user=root", "--skip-test-db", f"--tmpdir={p['tmp']}"],
             capture_output=True, text=True, timeout=120, check=False,
         )
         if res.returncode != 0:
@@ -375,6 +378,7 @@ class Lab:
         argv = [
             self.tools["mariadbd"], "--no-defaults", f"--datadir={p['data']}", f"--socket={p['socket']}",
             f"--port={port}", "--bind-address=127.0.0.1", "--user=root", f"--server-id={server_id}",
+            f"--tmpdir={p['tmp']}",
             "--log-bin=mysql-bin", "--binlog-format=ROW", "--max-connections=2000",
             "--max-connect-errors=1000000", "--skip-name-resolve", f"--pid-file={p['dir'] / 'mysqld.pid'}",
             # The lab measures the network, not this machine's disk.
