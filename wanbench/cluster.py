@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import shutil
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -19,8 +20,10 @@ import mysql.connector
 from wanbench.errors import FaultError, FaultVerificationError
 from wanbench.executors.local import LocalExecutor
 from wanbench.faults.base import Evidence, Fault, FaultKind, Mechanism
+from wanbench.faults.deadman import DEFAULT_LEASE_S, STATE_DIR
+from wanbench.faults.lease import LeaseKeeper
 from wanbench.faults.probe import Capabilities, choose_mechanism, probe
-from wanbench.faults.toxiproxy import TOXIC_PREFIX, ToxiproxyMechanism, expected_added_ms
+from wanbench.faults.toxiproxy import TOXIC_PREFIX, ToxiproxyMechanism, expected_added_ms, write_toxic_lease
 from wanbench.lab import DATABASE, Credentials, Lab
 from wanbench.procs import ProcessHandle, proc_start_time, spawn
 from wanbench.topology import Link, Scenario, Topology
@@ -60,6 +63,8 @@ class Cluster(Protocol):
 
     def sweep(self) -> list[str]: ...
 
+    def check_faults(self) -> None: ...
+
     def run_context(self) -> dict[str, Any]: ...
 
     def close(self) -> None: ...
@@ -84,13 +89,14 @@ class LabCluster:
 
     profile = "lab"
 
-    def __init__(self, lab: Lab, *, tag: str, grace_s: float = 60.0) -> None:
+    def __init__(self, lab: Lab, *, tag: str, grace_s: float = 60.0, lease_s: float = DEFAULT_LEASE_S) -> None:
         self.lab = lab
         self.tag = tag
         self.grace_s = grace_s
+        self.leases = LeaseKeeper(lease_s)
         self.topology = lab.topology
         self._watchdog: ProcessHandle | None = None
-        self._deadlines = lab.run_dir / f"deadlines-{tag}.json"
+        self._lease_dir = lab.run_dir / f"leases-{tag}"
         self._toxiproxy = ToxiproxyMechanism(lab.toxiproxy, self.topology, tag=tag)
         self._mechanisms: dict[FaultKind, Mechanism] = {}
         self._caps: Capabilities | None = None
@@ -131,9 +137,10 @@ class LabCluster:
         name = choose_mechanism(kind, self.capabilities)
         if name == "toxiproxy":
             return self._toxiproxy
-        from wanbench.faults.lab_tc import lab_link_mechanism  # tc/nft on lo, scoped to link ports
+        from wanbench.faults.lab_tc import lab_link_mechanism, lab_scope  # tc/nft on lo, scoped to link ports
 
-        return lab_link_mechanism(kind, self.topology, tag=self.tag, mechanism=name)
+        return lab_link_mechanism(kind, self.topology, tag=self.tag, mechanism=name, keeper=self.leases,
+                                  scope=lab_scope(self.lab.port_base))
 
     def faulted_links(self, fault: Fault) -> list[Link]:
         return self._toxiproxy.links_for(fault)
@@ -223,15 +230,24 @@ class LabCluster:
                 conn.close()
         return out
 
+    def check_faults(self) -> None:
+        """Raise ``FaultLostError`` if a lease of the faults in place was lost (see ``faults.lease``)."""
+        self.leases.check()
+
     # -- dead-man --------------------------------------------------------------------
     def start_watchdog(self) -> None:
+        """A detached process that clears this run's toxics, tc and nft faults within a second of the
+        runner's death, and a toxic whose lease (or hard bound) lapsed while the runner hangs."""
+        from wanbench.faults.lab_tc import lab_run_id
+
         me = os.getpid()
-        self._deadlines.write_text("{}")
+        self._lease_dir.mkdir(parents=True, exist_ok=True)
         self._watchdog = spawn(
             "watchdog",
             [sys.executable, "-m", "wanbench", "watchdog", "--runner-pid", str(me),
              "--runner-start", str(proc_start_time(me)), "--toxiproxy", self.lab.toxiproxy.base_url,
-             "--tag", self.tag, "--deadlines", str(self._deadlines)],
+             "--tag", self.tag, "--leases", str(self._lease_dir), "--run-id", lab_run_id(self.tag),
+             "--state-dir", STATE_DIR],
             log=self.lab.run_dir / f"watchdog-{self.tag}.log",
             pid_file=self.lab.run_dir / "watchdog.pid",
             cwd=Path(__file__).resolve().parent.parent,
@@ -240,14 +256,17 @@ class LabCluster:
     def _arm(self, fault: Fault, expected_duration_s: float) -> None:
         if self.mechanism(fault.level.kind) is not self._toxiproxy:
             return  # tc/nft mechanisms arm their own timer on the host
-        pending = json.loads(self._deadlines.read_text()) if self._deadlines.exists() else {}
-        pending[f"{TOXIC_PREFIX}{self.tag}-"] = time.time() + expected_duration_s + self.grace_s
-        self._deadlines.write_text(json.dumps(pending))
+        prefix = f"{TOXIC_PREFIX}{self.tag}-"
+        lease = write_toxic_lease(self._lease_dir, prefix, hard_deadline=time.time() + expected_duration_s
+                                  + self.grace_s, lease_s=self.leases.lease_s, label=f"toxics of {fault.label}")
+        self.leases.hold("toxiproxy", lease)
 
     def _disarm(self, fault: Fault) -> None:
-        if self.mechanism(fault.level.kind) is not self._toxiproxy or not self._deadlines.exists():
+        if self.mechanism(fault.level.kind) is not self._toxiproxy:
             return
-        self._deadlines.write_text("{}")
+        self.leases.release("toxiproxy")
+        for path in self._lease_dir.glob("*.json"):
+            path.unlink(missing_ok=True)
 
     # -- housekeeping ---------------------------------------------------------------------
     def sweep(self) -> list[str]:
@@ -273,10 +292,11 @@ class LabCluster:
         }
 
     def close(self) -> None:
+        self.leases.close()
         if self._watchdog:
             self._watchdog.stop(timeout=5)
             self._watchdog = None
-        self._deadlines.unlink(missing_ok=True)
+        shutil.rmtree(self._lease_dir, ignore_errors=True)
 
 
 

@@ -66,6 +66,11 @@ class FaultVerificationError(FaultError):
     """The fault was applied but measuring showed it is not (or not only) there."""
 
 
+class FaultLostError(FaultError):
+    """The fault's lease lapsed (runner stopped, host unreachable) and the host may have cleared it:
+    what was measured since then was not measured under the fault, so the cell is broken."""
+
+
 class WaitTimeout(InfrastructureError):
     """A bounded poll ran out of time; the message says what was last seen."""
 

@@ -19,7 +19,7 @@ import mysql.connector
 from wanbench.errors import FaultError, FaultVerificationError
 from wanbench.executors.local import LocalExecutor
 from wanbench.faults.base import Evidence, Fault, FaultKind
-from wanbench.faults.deadman import RunInfo
+from wanbench.faults.deadman import STATE_DIR, DeadMan, RunInfo, clear_states
 from wanbench.faults.nft import NftMechanism
 from wanbench.faults.tc import BURST_S, PeerMatch, TcMechanism
 from wanbench.faults.verify import verify_loss
@@ -27,16 +27,20 @@ from wanbench.topology import Topology
 
 if TYPE_CHECKING:
     from wanbench.cluster import LabCluster
+    from wanbench.faults.lease import LeaseKeeper
 
 
 class LabLinkMechanism:
     """Builds a tc (rate) or nft (loss) mechanism on ``lo`` per fault, scoped
     to the Toxiproxy ports of the links that touch the faulted component."""
 
-    def __init__(self, kind: FaultKind, topology: Topology, *, tag: str, mechanism: str) -> None:
+    def __init__(self, kind: FaultKind, topology: Topology, *, tag: str, mechanism: str,
+                 keeper: LeaseKeeper | None = None, scope: str = "") -> None:
         self.kind = kind
         self.topology = topology
-        self.run = RunInfo.current(f"lab{tag}")
+        self.keeper = keeper
+        self.scope = scope
+        self.run = RunInfo.current(lab_run_id(tag))
         self.ex = LocalExecutor("localhost")
         self.name = mechanism
         self._active: dict[Fault, TcMechanism | NftMechanism] = {}
@@ -57,9 +61,11 @@ class LabLinkMechanism:
         if fault not in self._active:
             peers = [PeerMatch(port=p) for p in self.ports(fault)]
             if self.name == "tc":
-                self._active[fault] = TcMechanism(self.ex, "lo", peers, run=self.run)
+                self._active[fault] = TcMechanism(self.ex, "lo", peers, run=self.run, keeper=self.keeper,
+                                                  scope=self.scope)
             else:
-                self._active[fault] = NftMechanism(self.ex, peers, interface="lo", run=self.run)
+                self._active[fault] = NftMechanism(self.ex, peers, interface="lo", run=self.run, keeper=self.keeper,
+                                                   scope=self.scope)
         return self._active[fault]
 
     def apply(self, fault: Fault, *, deadline_s: float) -> Evidence:
@@ -72,12 +78,23 @@ class LabLinkMechanism:
         return sweep_lab(self.topology)
 
 
-def lab_link_mechanism(kind: FaultKind, topology: Topology, *, tag: str, mechanism: str) -> LabLinkMechanism:
+def lab_run_id(tag: str) -> str:
+    """The run id of a lab session's tc/nft faults (the watchdog clears these when the runner dies)."""
+    return f"lab{tag}"
+
+
+def lab_scope(port_base: int) -> str:
+    """Recorded in the state files of a lab's tc/nft faults so that `lab down` finds them."""
+    return f"lab:{port_base}"
+
+
+def lab_link_mechanism(kind: FaultKind, topology: Topology, *, tag: str, mechanism: str,
+                       keeper: LeaseKeeper | None = None, scope: str = "") -> LabLinkMechanism:
     """``mechanism`` is what the capability probe chose: "tc" (rate, or delay/loss
     where the kernel has netem) or "nft" (loss without netem)."""
     if mechanism not in ("tc", "nft"):
         raise FaultError("lab", f"no lab link mechanism {mechanism!r} for {kind.value}")
-    return LabLinkMechanism(kind, topology, tag=tag, mechanism=mechanism)
+    return LabLinkMechanism(kind, topology, tag=tag, mechanism=mechanism, keeper=keeper, scope=scope)
 
 
 def sweep_lab(topology: Topology) -> list[str]:
@@ -87,6 +104,13 @@ def sweep_lab(topology: Topology) -> list[str]:
     removed = TcMechanism(ex, "lo", dummy).sweep()
     removed += NftMechanism(ex, dummy, interface="lo").sweep()
     return removed
+
+
+def clear_lab_faults(port_base: int, topology: Topology, *, state_dir: str = STATE_DIR) -> list[str]:
+    """Every tc/nft fault of the lab at ``port_base`` (live or not), then dead runs' leftovers on ``lo``."""
+    dm = DeadMan(LocalExecutor("localhost"), state_dir=state_dir)
+    scope = lab_scope(port_base)
+    return clear_states(dm, lambda st: st.scope == scope) + sweep_lab(topology)
 
 
 def present_rules(cluster: LabCluster, fault: Fault) -> list[str]:

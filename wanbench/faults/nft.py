@@ -14,7 +14,7 @@ import json
 import re
 import shlex
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wanbench.errors import CommandError, ConfigError, FaultError
 from wanbench.executors.base import Executor
@@ -22,6 +22,9 @@ from wanbench.faults.base import Evidence, Fault, FaultKind
 from wanbench.faults.deadman import STATE_DIR, HostFaultBase, RunInfo
 from wanbench.faults.probe import Capabilities
 from wanbench.faults.tc import PeerMatch, check_peers
+
+if TYPE_CHECKING:
+    from wanbench.faults.lease import LeaseKeeper
 
 TABLE_PREFIX = "wanbench_"
 _IFNAME = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
@@ -51,6 +54,8 @@ class NftMechanism(HostFaultBase):
         ssh_ports: Sequence[int] = (22,),
         state_dir: str = STATE_DIR,
         capabilities: Capabilities | None = None,
+        keeper: LeaseKeeper | None = None,
+        scope: str = "",
     ) -> None:
         if interface is not None and not _IFNAME.match(interface):
             raise ConfigError(f"{interface!r} is not a network interface name")
@@ -62,6 +67,8 @@ class NftMechanism(HostFaultBase):
         self._state_dir = state_dir
         self._caps = capabilities
         self.deadman = None
+        self.keeper = keeper
+        self.scope = scope
 
     @property
     def table(self) -> str:
@@ -146,9 +153,9 @@ class NftMechanism(HostFaultBase):
             raise FaultError(self.ex.host, f"nftables with numgen is not usable here (probe: {self.caps.label})")
         script = self.plan(level.value)
         self.clear(fault)
-        self._deadman().arm(self.key, mechanism=self.name, run=self.run,
-                            clear_script=shlex.join(["nft", "delete", "table", "inet", self.table]),
-                            after_s=deadline_s, description=f"{fault.label} via {self.table}")
+        self._arm(mechanism=self.name, run=self.run,
+                  clear_script=shlex.join(["nft", "delete", "table", "inet", self.table]),
+                  after_s=deadline_s, description=f"{fault.label} via {self.table}")
         try:
             self.ex.run(["nft", "-f", "-"], input=script, timeout=30)
         except CommandError as exc:
@@ -164,10 +171,11 @@ class NftMechanism(HostFaultBase):
             notes=(f"egress (output hook) of {self.interface or 'every interface'} on {self.ex.host}; "
                    f"peers {', '.join(p.label for p in self.peers)}",
                    f"SSH ports {', '.join(map(str, self.ssh_ports))} accepted before the loss rule",
-                   f"dead-man clears it after {deadline_s:g}s"),
+                   self._timer_note(deadline_s)),
         )
 
     def clear(self, fault: Fault | None = None) -> None:
+        self._release()
         if self.installed():
             self.ex.run(["nft", "delete", "table", "inet", self.table], timeout=15)
         self._deadman().disarm(self.key)

@@ -23,13 +23,16 @@ import math
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wanbench.errors import CommandError, ConfigError, FaultError
 from wanbench.executors.base import Executor
 from wanbench.faults.base import Evidence, Fault, FaultKind, Level
 from wanbench.faults.deadman import STATE_DIR, FaultState, HostFaultBase, RunInfo
 from wanbench.faults.probe import Capabilities
+
+if TYPE_CHECKING:
+    from wanbench.faults.lease import LeaseKeeper
 
 HANDLE = "1a57:"
 _MAJOR = "1a57"
@@ -114,6 +117,8 @@ class TcMechanism(HostFaultBase):
         state_dir: str = STATE_DIR,
         capabilities: Capabilities | None = None,
         queue_s: float = QUEUE_S,
+        keeper: LeaseKeeper | None = None,
+        scope: str = "",
     ) -> None:
         if queue_s <= 0:
             raise ConfigError(f"queue_s must be positive, got {queue_s!r}")
@@ -127,6 +132,8 @@ class TcMechanism(HostFaultBase):
         self.deadman = None
         self._state_dir = state_dir
         self._caps = capabilities
+        self.keeper = keeper
+        self.scope = scope
 
     @property
     def key(self) -> str:
@@ -236,8 +243,8 @@ class TcMechanism(HostFaultBase):
         self._clear(state, ours=self._is_ours(root))
         lines = self.plan(level, mtu)
         clear_script = shlex.join(["tc", "qdisc", "del", "dev", self.interface, "root", "handle", HANDLE])
-        self._deadman().arm(self.key, mechanism=self.name, run=self.run, clear_script=clear_script,
-                            after_s=deadline_s, description=f"{fault.label} on {self.interface}")
+        self._arm(mechanism=self.name, run=self.run, clear_script=clear_script, after_s=deadline_s,
+                  description=f"{fault.label} on {self.interface}")
         try:
             self.ex.run(["tc", "-batch", "-"], input="\n".join(lines) + "\n", timeout=30)
         except CommandError as exc:
@@ -253,7 +260,7 @@ class TcMechanism(HostFaultBase):
             applied=tuple(f"tc {ln}" for ln in lines),
             notes=(f"egress of {self.interface} on {self.ex.host}; peers {', '.join(p.label for p in self.peers)}",
                    f"SSH ports {', '.join(map(str, self.ssh_ports))} go to the unshaped class",
-                   f"dead-man clears it after {deadline_s:g}s"),
+                   self._timer_note(deadline_s)),
         )
 
     @staticmethod
@@ -277,6 +284,7 @@ class TcMechanism(HostFaultBase):
 
     def _clear(self, state: FaultState | None, *, ours: bool) -> None:
         """``ours``: our qdisc is the interface's root right now (as just read from ``tc -j``)."""
+        self._release()
         if state is not None and state.run.run_id != self.run.run_id and not state.is_stale():
             return  # another live run's fault: not ours to clear
         if ours:

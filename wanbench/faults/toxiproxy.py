@@ -2,21 +2,25 @@
 
 A small HTTP client with timeouts (the official Python client is stale) and
 a mechanism that puts half the added round trip on each direction of every
-link that touches the faulted component. Toxics are named
+link that touches the faulted component (the halves add up to the level:
+37 ms is 19 + 18). Toxics are named
 ``wb-<tag>-<link>-<stream>`` so a sweep recognises ours and only ours.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from wanbench.errors import FaultError, InfrastructureError
 from wanbench.faults.base import Evidence, Fault, FaultKind
+from wanbench.faults.lease import FileLease
 from wanbench.topology import Link, Topology
 
 TOXIC_PREFIX = "wb-"
@@ -105,6 +109,43 @@ class ToxiproxyClient:
         return removed
 
 
+def split_level(ms: float) -> tuple[int, int]:
+    """Upstream and downstream shares of a round-trip level, in the whole milliseconds Toxiproxy
+    takes, adding up to the level exactly: 37 -> (19, 18), not 2 x round(18.5)."""
+    total = int(round(ms))
+    up = (total + 1) // 2
+    return up, total - up
+
+
+def write_toxic_lease(lease_dir: Path, prefix: str, *, hard_deadline: float, lease_s: float, label: str
+                      ) -> FileLease:
+    """The lease of a run's toxics, for the lab watchdog: its mtime is the runner's last renewal."""
+    lease_dir.mkdir(parents=True, exist_ok=True)
+    token = secrets.token_hex(8)
+    path = lease_dir / f"{prefix}.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"prefix": prefix, "token": token, "hard_deadline": hard_deadline,
+                               "lease_s": lease_s}))
+    tmp.replace(path)
+    return FileLease(path, token, label)
+
+
+def expired_toxic_leases(lease_dir: Path, now: float) -> list[tuple[Path, str, str]]:
+    """(file, toxic prefix, why) of every lease in ``lease_dir`` past its lease or hard bound."""
+    out = []
+    for path in sorted(lease_dir.glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+            idle = now - path.stat().st_mtime
+        except (FileNotFoundError, ValueError):
+            continue
+        if idle > float(data["lease_s"]):
+            out.append((path, str(data["prefix"]), f"lease of {data['lease_s']:g}s lapsed ({idle:.1f}s idle)"))
+        elif now > float(data["hard_deadline"]):
+            out.append((path, str(data["prefix"]), "hard bound passed"))
+    return out
+
+
 #: measure(link) -> median round-trip ms of a request through that link
 RttProbe = Callable[[Link], float]
 
@@ -142,17 +183,21 @@ class ToxiproxyMechanism:
         before = {ln.name: self.rtt_probe(ln) for ln in links} if self.rtt_probe else {}
         self.clear(fault)
         applied = []
-        half, half_jitter = fault.level.value / 2.0, fault.level.jitter / 2.0
+        latency, jitter = split_level(fault.level.value), split_level(fault.level.jitter)
         try:
             for ln in links:
-                for name, stream in zip(self._names(ln), ("upstream", "downstream"), strict=True):
-                    attrs = {"latency": int(round(half)), "jitter": int(round(half_jitter))}
+                for i, (name, stream) in enumerate(zip(self._names(ln), ("upstream", "downstream"), strict=True)):
+                    attrs = {"latency": latency[i], "jitter": jitter[i]}
                     self.client.add_toxic(ln.name, name, "latency", stream, attrs)
                     applied.append(f"{ln.name}: latency {attrs['latency']}ms jitter {attrs['jitter']}ms {stream}")
         except BaseException:
             self.clear(fault)
             raise
-        return Evidence(mechanism=self.name, applied=tuple(applied), measured={"before_ms": before})
+        notes: tuple[str, ...] = ()
+        if sum(latency) != fault.level.value or sum(jitter) != fault.level.jitter:
+            notes = (f"Toxiproxy takes whole milliseconds: installed {sum(latency)}ms~{sum(jitter)}ms "
+                     f"for {fault.level.label}",)
+        return Evidence(mechanism=self.name, applied=tuple(applied), measured={"before_ms": before}, notes=notes)
 
     def clear(self, fault: Fault) -> None:
         for ln in self.topology.links_of(fault.component):

@@ -18,7 +18,8 @@ from wanbench.cluster import SqlTarget, client_facts
 from wanbench.errors import FaultError, FaultVerificationError, InfrastructureError, WanbenchError
 from wanbench.executors.base import Executor
 from wanbench.faults.base import Evidence, Fault, FaultKind, Mechanism
-from wanbench.faults.deadman import RunInfo
+from wanbench.faults.deadman import DEFAULT_LEASE_S, RunInfo
+from wanbench.faults.lease import LeaseKeeper
 from wanbench.lab import Credentials
 from wanbench.profiles.pd import LeaderDiscovery, PDClient, PendingPeerSampler, discover_leader
 from wanbench.profiles.plan import (
@@ -68,6 +69,7 @@ class TidbCluster:
         pd_url: str | list[str] | None = None,
         load_host: str | None = None,
         grace_s: float = 60.0,
+        lease_s: float = DEFAULT_LEASE_S,
         executors: Mapping[str, Executor] | None = None,
         pending_interval_s: float = 5.0,
         state_dir_for: Callable[[str], str] | None = None,
@@ -80,6 +82,7 @@ class TidbCluster:
         self.settings = cluster_settings(topology)
         self.load_host = load_host or self.settings.load_host
         self.grace_s = grace_s
+        self.leases = LeaseKeeper(lease_s)
         self.pending_interval_s = pending_interval_s
         self.state_dir_for = state_dir_for  # per-host dead-man directory (namespace test hosts share /run)
         self.accept_new_host_keys = accept_new_host_keys
@@ -98,6 +101,7 @@ class TidbCluster:
         opt = config.getoption
         return cls(topology, tag=tag, dry_run=bool(opt("dry_run")), pd_url=opt("pd_url"),
                    load_host=opt("load_host"), grace_s=float(opt("fault_grace")),
+                   lease_s=float(opt("fault_lease")),
                    accept_new_host_keys=bool(opt("ssh_accept_new_hosts")))
 
     # -- hosts -----------------------------------------------------------------------------------------
@@ -162,7 +166,8 @@ class TidbCluster:
             raise DryRun(self.dry_run_text(fault))
         self.preflight()
         interfaces = resolve_interfaces(plan, self.executors)
-        mechs = tc_mechanisms(plan, self.executors, interfaces, run=self.run, state_dir_for=self.state_dir_for)
+        mechs = tc_mechanisms(plan, self.executors, interfaces, run=self.run, state_dir_for=self.state_dir_for,
+                              keeper=self.leases)
         active = _Active(plan, [], found)
         self._active[fault] = active
         try:
@@ -261,6 +266,10 @@ class TidbCluster:
             removed += mech.sweep()
         return removed
 
+    def check_faults(self) -> None:
+        """Raise ``FaultLostError`` if a host's lease of the faults in place was lost (see ``faults.lease``)."""
+        self.leases.check()
+
     # -- fingerprint -------------------------------------------------------------------------------------
     def run_context(self) -> dict[str, Any]:
         ctx: dict[str, Any] = {
@@ -288,6 +297,7 @@ class TidbCluster:
         return ctx
 
     def close(self) -> None:
+        self.leases.close()
         for fault, active in list(self._active.items()):
             try:
                 self._clear_mechs(fault, active)
