@@ -1,4 +1,4 @@
-"""``python -m wanbench <command>``: lab control, topology, compare, watchdog.
+"""``python -m wanbench <command>``: lab control, faults, topology, compare, watchdog.
 
 Each command lives in its own module, which exposes ``register(subparsers)``;
 the module list below is the whole command table.
@@ -16,6 +16,7 @@ from wanbench.errors import WanbenchError
 COMMAND_MODULES = [
     "wanbench.lab_cli",
     "wanbench.watchdog",
+    "wanbench.faults_cli",
     # -- commands: add modules below --
     "wanbench.gate.cli",
     "wanbench.profiles.tidb_cli",

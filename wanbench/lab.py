@@ -28,15 +28,20 @@ from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mysql.connector
 
 from wanbench.errors import InfrastructureError, MissingToolError
+from wanbench.executors.local import LocalExecutor
+from wanbench.faults.deadman import STATE_DIR
 from wanbench.faults.toxiproxy import TOXIC_PREFIX, ToxiproxyClient
 from wanbench.procs import ProcessHandle, log_tail, proc_start_time, spawn
 from wanbench.topology import Component, Link, Topology
 from wanbench.wait import wait_for
+
+if TYPE_CHECKING:
+    from wanbench.faults.inventory import Found
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_PORT_BASE = 23300
@@ -296,14 +301,10 @@ class Lab:
         """Stop every process recorded in the run directory and remove the run
         directory's data. Returns what was stopped or removed."""
         done: list[str] = []
-        if (toxiproxy := self.handle("toxiproxy")) and toxiproxy.alive():
-            try:
-                done += self.toxiproxy.sweep()
-            except InfrastructureError:
-                pass
         wd = ProcessHandle.load(self.run_dir / "watchdog.pid")
         if wd and wd.stop(timeout=5):
             done.append(f"stopped watchdog pid {wd.pid}")
+        done += self.clear_faults()
         for service in ("haproxy", "replica", "primary", "toxiproxy"):
             h = self.handle(service)
             if h and h.stop(timeout=30):
@@ -313,6 +314,38 @@ class Lab:
             shutil.rmtree(self.run_dir, ignore_errors=True)
             done.append(f"removed {self.run_dir}")
         return done
+
+    def faults(self) -> tuple[list[Found], list[Found]]:
+        """(this lab's faults: its toxics, tc/nft faults of its scope, dead runs' leftovers on this machine;
+        live faults of other runs here, which are left alone)."""
+        from wanbench.faults.inventory import Found, host_faults
+        from wanbench.faults.lab_tc import lab_scope
+
+        mine: list[Found] = []
+        if (toxiproxy := self.handle("toxiproxy")) and toxiproxy.alive():
+            try:
+                mine += [Found("lab toxiproxy", "toxic", f"{name} on {proxy}")
+                         for proxy, name in self.toxiproxy.our_toxics()]
+            except InfrastructureError:
+                pass
+        scope = lab_scope(self.port_base)
+        others: list[Found] = []
+        for f in host_faults(LocalExecutor("localhost"), STATE_DIR):
+            (others if f.live and f.state is not None and f.state.scope != scope else mine).append(f)
+        return mine, others
+
+    def clear_faults(self, *, dry_run: bool = False) -> list[str]:
+        """Remove every fault of this lab (see ``faults``); one line per thing removed."""
+        from wanbench.faults.inventory import clear_found
+
+        mine, _ = self.faults()
+        done = []
+        toxics = [f for f in mine if f.kind == "toxic"]
+        if toxics and not dry_run:
+            done += [f"removed {line}" for line in self.sweep_toxics()]
+        elif toxics:
+            done += [f"would remove {f.line}" for f in toxics]
+        return done + clear_found(LocalExecutor("localhost"), mine, state_dir=STATE_DIR, dry_run=dry_run)
 
     def sweep_toxics(self) -> list[str]:
         """Remove toxics an earlier run left (the handicap included)."""
