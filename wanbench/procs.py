@@ -3,6 +3,7 @@ start time (so a recycled PID is never mistaken for ours), ended by PID."""
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import resource
@@ -129,6 +130,32 @@ def pinned(cpus: Collection[int] | None) -> Callable[[], None] | None:
         os.sched_setaffinity(0, chosen)
 
     return confine
+
+
+#: prctl(2) option: the signal the kernel sends this process when its parent dies
+PR_SET_PDEATHSIG = 1
+
+
+def load_preexec(cpus: Collection[int] | None = None) -> Callable[[], None]:
+    """A ``preexec_fn`` for a load generator (sysbench): confined to ``cpus`` when given, and
+    SIGKILLed by the kernel the moment the runner dies (``kill -9`` included), so no load keeps
+    hitting a cluster whose faults are being removed.
+
+    The parent-death signal fires when the *thread* that started the child ends: start load
+    generators from a thread that outlives them (the test's own thread does)."""
+    confine = pinned(cpus)
+    parent = os.getpid()
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork, not in the child
+
+    def prepare() -> None:
+        if prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            os._exit(126)  # cannot promise to die with the runner: do not start at all
+        if os.getppid() != parent:  # the runner died between fork and prctl
+            os.kill(os.getpid(), signal.SIGKILL)
+        if confine is not None:
+            confine()
+
+    return prepare
 
 
 def spawn(

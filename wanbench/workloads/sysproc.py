@@ -10,6 +10,9 @@ through ``run``, so what one engine learned the hard way holds for all:
 - its CPU use is measured (``wait4``: exact, per process) and, from a marker
   line on, sampled for runnable-but-waiting threads (``clientcpu``);
 - it is killed by PID when it outlives its timeout;
+- it dies with its runner: the kernel SIGKILLs it when the runner dies, even
+  by ``kill -9`` (``procs.load_preexec``: a parent-death signal), so no load
+  keeps hitting a cluster whose faults are being removed;
 - a Ctrl-C (``KeyboardInterrupt``) or any other exception that lands anywhere
   after ``Popen`` kills and reaps it: no sysbench survives its runner;
 - it gets a scratch directory of its own (``$WB_SCRATCH``, owner-tagged so a
@@ -40,7 +43,7 @@ from typing import Any
 
 from wanbench import scratch
 from wanbench.errors import InfrastructureError, MissingToolError
-from wanbench.procs import pinned
+from wanbench.procs import load_preexec
 from wanbench.workloads.clientcpu import ClientLoad, RunnableSampler, process_cpu_seconds, usable_cores
 
 #: the environment variable that names the process's scratch directory
@@ -91,11 +94,11 @@ def redactor(secrets: Sequence[str]) -> Callable[[str], str]:
 
 def _start(argv: Sequence[str], *, env: Mapping[str, str], cpus: Collection[int]) -> subprocess.Popen[str]:
     """The one ``Popen`` of sysbench: output on one pipe, line-buffered text,
-    no stdin, confined to ``cpus``."""
+    no stdin, confined to ``cpus``, SIGKILLed by the kernel when the runner dies."""
     try:
         return subprocess.Popen(  # noqa: S603 - argv list, no shell
             list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            text=True, errors="replace", bufsize=1, env=dict(env), preexec_fn=pinned(cpus),  # noqa: PLW1509
+            text=True, errors="replace", bufsize=1, env=dict(env), preexec_fn=load_preexec(cpus),  # noqa: PLW1509
         )
     except FileNotFoundError:
         raise MissingToolError(str(argv[0]), "apt-get install sysbench (1.0.20) or run scripts/setup") from None
