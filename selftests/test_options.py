@@ -27,6 +27,7 @@ def run_pytest(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[s
         (["--concurrency", "0"], "--concurrency: '0' is not a positive whole number"),
         (["--rounds", "x"], "--rounds: 'x' is not a positive whole number"),
         (["--scenario", "tikv_write"], "unknown scenario(s) tikv_write for the lab profile"),
+        (["--fault-lease", "2s"], "--fault-lease: '2s': a fault lease must be at least 3s"),
     ],
 )
 def test_bad_values_stop_the_run_naming_the_option(args: list[str], message: str) -> None:
@@ -60,7 +61,7 @@ def test_help_lists_every_option_with_metavar_and_default() -> None:
     text = " ".join(res.stdout.split())
     for opt in ("--cluster=FILE", "--scenario=NAMES", "--rtt=LEVELS", "--concurrency=LIST", "--rounds=N",
                 "--queries=N", "--round-timeout=DURATION", "--results-json=PATH", "--lab-dir=DIR",
-                "--lab-port-base=PORT"):
+                "--lab-port-base=PORT", "--fault-lease=DURATION"):
         assert opt in text, f"{opt} missing from --help"
     section = res.stdout.split("wanbench: network-fault performance regression suite:")[1].split("\n\n")[0]
     for block in section.split("\n  --")[1:]:
