@@ -113,7 +113,7 @@ def lab(kind: str, stage: str, lease: float, ready: Path, run_dir: str, port_bas
             pause(ready, stage)
             return orig(self, *args)
 
-        LabCluster.verify = verify  # type: ignore[method-assign]
+        LabCluster.verify = verify  # type: ignore[method-assign,assignment]
     fault = Fault("replica", LEVELS[kind])
     evidence = cluster.apply(fault, expected_duration_s=600)
     return finish(stage, ready, cluster.check_faults, lambda: cluster.clear(fault, evidence))

@@ -21,7 +21,7 @@ import pytest
 from wanbench.errors import FaultLostError
 from wanbench.executors.ssh import SSHExecutor
 from wanbench.faults.base import Fault, FaultKind, Level
-from wanbench.faults.deadman import DEFAULT_LEASE_S, DeadMan, RunInfo
+from wanbench.faults.deadman import DEFAULT_LEASE_S, DeadMan, FaultState, RunInfo
 from wanbench.faults.inventory import clear_found, host_faults
 from wanbench.faults.lease import DeadManLease, LeaseKeeper
 from wanbench.faults.tc import PeerMatch, TcMechanism
@@ -171,6 +171,33 @@ def test_the_hard_bound_clears_a_renewed_fault(netns_net: NetnsNetwork, tmp_path
     finally:
         keeper.close()
         dm.disarm("test-hard")
+
+
+@pytest.mark.netns
+def test_sweep_at_start_removes_a_lapsed_lease_of_a_remote_runner(
+        netns_net: NetnsNetwork, ssh_h: dict[str, SSHExecutor], leftovers: Callable[[], dict[str, list[str]]]) -> None:
+    """A runner on another machine cannot be asked whether it lives; a lapsed lease says it does not, even
+    when the host's timer is gone too (so the fault would otherwise wait for its hard bound)."""
+    h2 = netns_net.host("h2")
+    state_dir = netns_net.state_dir(h2.netns)
+    elsewhere = RunInfo("remote01", "another-runner", 1, 1)
+    keeper = LeaseKeeper(3.0)
+    theirs = TcMechanism(ssh_h["h2"], "eth0", [PeerMatch(ip=netns_net.host("h3").address)], run=elsewhere,
+                         state_dir=state_dir, keeper=keeper)
+    theirs.apply(Fault("h2", Level(FaultKind.RATE, 10)), deadline_s=600)
+    keeper.close()  # the remote runner is gone...
+    dm = DeadMan(ssh_h["h2"], state_dir=state_dir)
+    dm.stop_timer(dm.read(theirs.key))  # ...and so is the host's timer (the state file stays)
+    mine = TcMechanism(ssh_h["h2"], "eth0", [PeerMatch(ip=netns_net.host("h1").address)], state_dir=state_dir)
+    assert mine.sweep() == [], "swept while the lease was still running"
+    def lapsed() -> FaultState | None:
+        st = dm.read(theirs.key)
+        return st if st is not None and st.lease_lapsed() else None
+
+    assert wait_for(lapsed, what="the lease to lapse", timeout=15, interval=0.5).is_stale()
+    removed = mine.sweep()
+    assert removed == [f"{ssh_h['h2'].host}: tc qdisc 1a57: on eth0 of run remote01"], removed
+    assert "h2" not in leftovers()
 
 
 # -- the keeper alone -------------------------------------------------------------------------------------------------
