@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -202,14 +203,29 @@ def test_sweep_at_start_removes_a_lapsed_lease_of_a_remote_runner(
 
 # -- the keeper alone -------------------------------------------------------------------------------------------------
 class FakeLease:
-    def __init__(self) -> None:
+    def __init__(self, slow_s: float = 0.0) -> None:
         self.label = "fake"
         self.answer: bool | None = True
+        self.slow_s = slow_s
+        self.renewed_at: list[float] = []
 
     def renew(self) -> bool:
+        threading.Event().wait(self.slow_s)  # a host that answers slowly
+        self.renewed_at.append(time.monotonic())
         if self.answer is None:
             raise FaultLostError("fake", "unreachable")
         return self.answer
+
+
+def test_a_slow_host_does_not_hold_up_the_others() -> None:
+    keeper, slow, fast = LeaseKeeper(30.0, period_s=100), FakeLease(slow_s=2.0), FakeLease()
+    keeper.hold("slow", slow)
+    keeper.hold("fast", fast)
+    t0 = time.monotonic()
+    keeper.check()
+    assert fast.renewed_at[-1] - t0 < 1.0, "renewed one after the other"
+    assert slow.renewed_at[-1] - t0 >= 2.0
+    keeper.close()
 
 
 def test_keeper_reports_a_lease_the_host_dropped() -> None:

@@ -128,30 +128,41 @@ class LeaseKeeper:
                 + "; ".join(f"{label}: {why}" for label, why in sorted(lost.items())))
 
     def _renew_all(self) -> None:
+        """Renew every lease, each host in its own thread: one unreachable host must not
+        delay the others' renewals past their lease."""
         with self._cond:
-            items = list(self._held.items())
-        for key, held in items:
-            if held.lost:
-                continue
-            ok: bool | None
-            error = ""
-            try:
-                ok = held.lease.renew()
-            except WanbenchError as exc:
-                ok, error = None, str(exc)
-            now = time.monotonic()
-            gap = now - held.last_ok
-            with self._cond:
-                if self._held.get(key) is not held:
-                    continue  # released meanwhile: a normal clear
-                if ok is False:
-                    held.lost = (f"the host no longer holds the lease (cleared by its dead-man {gap:.1f}s after "
-                                 f"the last renewal, lease {self.lease_s:g}s)")
-                elif gap > self.lease_s:
-                    why = "the runner was stopped or too slow" if ok else f"renewing failed: {error}"
-                    held.lost = f"not renewed for {gap:.1f}s, longer than the {self.lease_s:g}s lease ({why})"
-                elif ok:
-                    held.last_ok = now
+            items = [(key, held) for key, held in self._held.items() if not held.lost]
+        if len(items) <= 1:
+            for item in items:
+                self._renew_one(*item)
+            return
+        threads = [threading.Thread(target=self._renew_one, args=item, name=f"wanbench-lease-{item[0]}", daemon=True)
+                   for item in items]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    def _renew_one(self, key: str, held: _Held) -> None:
+        ok: bool | None
+        error = ""
+        try:
+            ok = held.lease.renew()
+        except Exception as exc:  # noqa: BLE001 - any failure means "cannot tell"; the thread must live on
+            ok, error = None, str(exc) if isinstance(exc, WanbenchError) else f"{type(exc).__name__}: {exc}"
+        now = time.monotonic()
+        gap = now - held.last_ok
+        with self._cond:
+            if self._held.get(key) is not held:
+                return  # released meanwhile: a normal clear
+            if ok is False:
+                held.lost = (f"the host no longer holds the lease (its dead-man, a sweep or `faults clear` removed "
+                             f"it; last renewal {gap:.1f}s before, lease {self.lease_s:g}s)")
+            elif gap > self.lease_s:
+                why = "the runner was stopped or too slow" if ok else f"renewing failed: {error}"
+                held.lost = f"not renewed for {gap:.1f}s, longer than the {self.lease_s:g}s lease ({why})"
+            elif ok:
+                held.last_ok = now
 
     def _loop(self) -> None:
         while True:
