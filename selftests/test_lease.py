@@ -201,6 +201,16 @@ def test_sweep_at_start_removes_a_lapsed_lease_of_a_remote_runner(
     assert "h2" not in leftovers()
 
 
+def test_state_file_stays_readable_by_runners_before_leases() -> None:
+    """Their sweep builds FaultState(**file) and takes any file it cannot read for an orphan, removing a
+    live fault: the lease and scope live beside the file (``<key>.lease``), not in it."""
+    state = FaultState("tc-lo", "tc", RunInfo.current(), "tok", 1.0, "true", "setsid:1", "d", 30.0, "lab:1")
+    assert set(state.to_json()) == {"key", "mechanism", "run", "token", "deadline", "clear_script", "timer",
+                                    "description"}
+    assert FaultState.from_json(state.to_json(), state.meta_json()) == state
+    assert FaultState.from_json(state.to_json()).lease_s == 0  # a file of a runner before leases
+
+
 # -- the keeper alone -------------------------------------------------------------------------------------------------
 class FakeLease:
     def __init__(self, slow_s: float = 0.0) -> None:

@@ -102,14 +102,22 @@ class FaultState:
     idle_s: float | None = field(default=None, compare=False)
 
     def to_json(self) -> dict[str, Any]:
+        """The state file: exactly the fields runners before leases know, so that their sweep can
+        still read it (it refuses unknown fields and would take the fault for an orphan)."""
         out = asdict(self)
-        del out["idle_s"]
+        for name in _META_FIELDS:
+            del out[name]
         return out
 
+    def meta_json(self) -> dict[str, Any]:
+        """The fields kept beside the state file (``<key>.lease``)."""
+        return {"lease_s": self.lease_s, "scope": self.scope}
+
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> FaultState:
+    def from_json(cls, data: dict[str, Any], meta: dict[str, Any] | None = None) -> FaultState:
         known = {f.name for f in fields(cls)} - {"idle_s", "run"}
-        return cls(**{k: v for k, v in data.items() if k in known}, run=RunInfo(**data["run"]))
+        merged = {**data, **(meta or {})}
+        return cls(**{k: v for k, v in merged.items() if k in known}, run=RunInfo(**data["run"]))
 
     def lease_lapsed(self) -> bool:
         return bool(self.lease_s) and self.idle_s is not None and self.idle_s > self.lease_s + LEASE_SLACK_S
@@ -128,6 +136,11 @@ class FaultState:
                 f"{time.strftime('%H:%M:%S', time.localtime(self.deadline))})")
 
 
+#: FaultState fields not in the state file itself (see ``FaultState.to_json``)
+_META_FIELDS = ("lease_s", "scope", "idle_s")
+_META_MARK = "---wanbench-lease-meta---"
+
+
 class DeadMan:
     """Arms/disarms timers and keeps state files on one host."""
 
@@ -142,6 +155,9 @@ class DeadMan:
 
     def path(self, key: str) -> str:
         return f"{self.state_dir}/{key}.json"
+
+    def meta_path(self, key: str) -> str:
+        return f"{self.state_dir}/{key}.lease"
 
     def arm(self, key: str, *, mechanism: str, run: RunInfo, clear_script: str, after_s: float,
             description: str = "", scope: str = "") -> FaultState:
@@ -161,7 +177,7 @@ class DeadMan:
                  f'grep -qF {q(token)} "$p" 2>/dev/null || exit 0; now=$(date +%s); '
                  f'if [ {lease} -gt 0 ]; then mt=$(stat -c %Y "$p" 2>/dev/null) || exit 0; else mt=$now; fi; '
                  f'if [ {lease} -gt 0 ] && [ $((now - mt)) -ge {lease} ] || [ "$now" -ge "$end" ]; then '
-                 f'rm -f "$p"; {clear_script}; exit 0; fi; done')
+                 f'rm -f "$p" {q(self.meta_path(key))}; {clear_script}; exit 0; fi; done')
         timer = f"systemd:{token}" if self.systemd else "setsid:@PID@"
         state = FaultState(key, mechanism, run, token, time.time() + after_s, clear_script, timer, description,
                            float(self.lease_s or 0.0), scope)
@@ -171,10 +187,11 @@ class DeadMan:
             start = 'systemd-run --quiet --collect --unit="$5" sh -c "$1" || exit 1; pid=0'
         else:
             start = 'setsid sh -c "$1" wanbench-deadman </dev/null >/dev/null 2>&1 & pid=$!'
-        script = ('umask 077 && mkdir -p "$2" && printf %s "$3" > "$4.tmp" && mv "$4.tmp" "$4" || exit 1; '
+        script = ('umask 077 && mkdir -p "$2" && printf %s "$7" > "$6" && printf %s "$3" > "$4.tmp" && '
+                  'mv "$4.tmp" "$4" || exit 1; '
                   f'{start}; printf %s "$3" | sed "s/@PID@/$pid/" > "$4.tmp" && mv "$4.tmp" "$4"; echo "$pid"')
         res = self.ex.run(["sh", "-c", script, "sh", inner, self.state_dir, json.dumps(state.to_json()), path,
-                           token], timeout=20)
+                           token, self.meta_path(key), json.dumps(state.meta_json())], timeout=20)
         if not self.systemd:
             state = replace(state, timer=f"setsid:{int(res.stdout.strip())}")
         return state
@@ -223,19 +240,22 @@ class DeadMan:
             self.ex.run(["systemctl", "stop", f"{ref}.timer", f"{ref}.service"], check=False, timeout=20)
         # the setsid timer is killed as a process group, but only if that PID still runs our token
         self.ex.run(["sh", "-c", 'if [ "$1" = setsid ] && grep -qF "$3" /proc/"$2"/cmdline 2>/dev/null; '
-                     'then kill -TERM -"$2"; fi; [ -z "$4" ] || rm -f "$4"',
+                     'then kill -TERM -"$2"; fi; [ -z "$4" ] || rm -f "$4" "${4%.json}.lease"',
                      "sh", kind, ref or "0", state.token if state else "-", remove], timeout=15)
 
     def read(self, key: str) -> FaultState | None:
         """The state of ``key`` with ``idle_s`` (time since its last renewal, by the host's clock)."""
         res = self.ex.run(["sh", "-c", 'mt=$(stat -c %Y "$1" 2>/dev/null) || exit 1; echo "$(date +%s) $mt"; '
-                           'cat "$1"', "sh", self.path(key)], check=False, timeout=15)
+                           'cat "$1"; echo; echo "$3"; cat "$2" 2>/dev/null; true',
+                           "sh", self.path(key), self.meta_path(key), _META_MARK], check=False, timeout=15)
         if res.exit_status != 0:
             return None
-        head, _, body = res.stdout.partition("\n")
+        head, _, rest = res.stdout.partition("\n")
+        body, _, meta = rest.partition(f"\n{_META_MARK}\n")
         try:
             now, mtime = (float(x) for x in head.split())
-            return replace(FaultState.from_json(json.loads(body)), idle_s=max(0.0, now - mtime))
+            state = FaultState.from_json(json.loads(body), json.loads(meta) if meta.strip() else None)
+            return replace(state, idle_s=max(0.0, now - mtime))
         except (ValueError, TypeError, KeyError):
             return None
 
