@@ -16,7 +16,9 @@ The runner renews by touching the state file (``os.utime`` on this machine,
 one ``touch`` over the open SSH connection elsewhere; SSH is never faulted),
 from ``wanbench.faults.lease``. The state file also names the run and the
 runner (host, PID, process start time) so that ``sweep`` can tell a dead run's
-leftovers from a live run's fault.
+leftovers from a live run's fault; the lease length and the scope (which lab)
+sit beside it in ``<key>.lease``, so that runners from before leases can still
+read the state file.
 """
 
 from __future__ import annotations
