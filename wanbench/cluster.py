@@ -163,7 +163,9 @@ class LabCluster:
         try:
             before = self.measure_links(fault) if fault.level.kind is FaultKind.DELAY else {}
             evidence = mech.apply(fault, deadline_s=expected_duration_s + self.grace_s)
-            return self.verify(fault, replace(evidence, measured={**evidence.measured, "before_ms": before}))
+            verified = self.verify(fault, replace(evidence, measured={**evidence.measured, "before_ms": before}))
+            self.leases.check()  # still held after verifying (not lost while the runner was stopped)
+            return verified
         except BaseException:
             mech.clear(fault)
             self._disarm(fault)

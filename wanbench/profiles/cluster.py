@@ -176,6 +176,7 @@ class TidbCluster:
                 active.mechanisms.append(mech)
                 applied.append(mech.apply(fault, deadline_s=expected_duration_s + self.grace_s))
             checks = self._verify(plan, interfaces, present=True)
+            self.leases.check()  # still held after verifying (not lost while the runner was stopped)
             if fault.level.kind is FaultKind.RATE:
                 active.sampler = PendingPeerSampler(
                     PDClient(pd_client_urls(self.topology, self.pd_url)), interval=self.pending_interval_s)
