@@ -145,7 +145,14 @@ def test_sweep_removes_dead_runs_only(make_nft: Callable[..., NftMechanism], net
     make_nft("h1", [PeerMatch(ip=h2)], run=dead).apply(loss(1), deadline_s=300)
     theirs = make_nft("h1", [PeerMatch(ip=h2)], run=live)
     theirs.apply(loss(1), deadline_s=300)
-    removed = make_nft("h1", [PeerMatch(ip=h2)]).sweep()
+    # another run's capability probe, caught at the instant its throwaway table exists
+    probing = netns_net.direct("h1")
+    probing.run(["nft", "add", "table", "inet", "wanbench_probe_x1"])
+    try:
+        removed = make_nft("h1", [PeerMatch(ip=h2)]).sweep()
+        assert "wanbench_probe_x1" in probing.run(["nft", "list", "tables"]).stdout
+    finally:
+        probing.run(["nft", "delete", "table", "inet", "wanbench_probe_x1"])
     assert removed == [f"{netns_net.host('h1').address}: nft table inet wanbench_deadrun2_eth0 of run deadrun2"]
     assert theirs.installed()
     theirs.clear()

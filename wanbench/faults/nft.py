@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from wanbench.faults.lease import LeaseKeeper
 
 TABLE_PREFIX = "wanbench_"
+PROBE_TABLE_PREFIX = f"{TABLE_PREFIX}probe_"  # faults/probe.py's table, named in its script
 _IFNAME = re.compile(r"^[A-Za-z0-9_.-]{1,15}$")
 
 
@@ -186,7 +187,9 @@ class NftMechanism(HostFaultBase):
         """Delete ``wanbench_*`` tables (and state files) of dead runs on this host."""
         dm = self._deadman()
         removed: list[str] = []
-        ours = {t for t in self.tables() if t.startswith(TABLE_PREFIX)}
+        # The capability probe's throwaway table (wanbench_probe_*) lives for a
+        # few milliseconds inside one shell call of another run: never ours to sweep.
+        ours = {t for t in self.tables() if t.startswith(TABLE_PREFIX) and not t.startswith(PROBE_TABLE_PREFIX)}
         keys = set(dm.keys(f"nft-{TABLE_PREFIX}")) | {f"nft-{t}" for t in ours}
         for key in sorted(keys):
             table = key[len("nft-"):]
