@@ -417,16 +417,24 @@ def ssh_executors(topology: Topology, hosts: Iterable[str] | None = None, **over
     """One SSH executor per host, from the cluster settings (unknown host keys refused unless
     ``accept_new_host_keys=True`` is passed on the user's explicit request).
 
+    Executors stay keyed by the service address (faults are scoped to it) but connect to the
+    host's ``manage_host`` when tiup has one. The key is the cluster file's ``ssh.key``, else the
+    key tiup generated for this cluster (``$TIUP_HOME/storage/cluster/clusters/<name>/ssh/id_rsa``),
+    else whatever ``~/.ssh/config`` and the agent offer.
     ``overrides`` go to every ``SSHExecutor`` (e.g. ``ssh_config=``).
     """
     from wanbench.executors import get_executor
+    from wanbench.profiles.tidb import tiup_ssh_key
 
     s = cluster_settings(topology)
+    key = s.ssh_key or tiup_ssh_key(s.name or topology.name)
     wanted = sorted(set(hosts) if hosts is not None else {c.host for c in topology.components})
     out: dict[str, Executor] = {}
     for h in wanted:
-        kw: dict[str, Any] = {"user": s.ssh_user, "port": s.ssh_port_of(h), "key_filename": s.ssh_key,
+        kw: dict[str, Any] = {"user": s.ssh_user, "port": s.ssh_port_of(h), "key_filename": key,
                               "known_hosts": s.known_hosts, "connect_timeout": s.connect_timeout}
+        if s.ssh_host_of(h) != h:
+            kw["connect_to"] = s.ssh_host_of(h)
         # An unknown host key stops the run unless the user explicitly opted in
         # (--ssh-accept-new-hosts); a changed key is refused either way.
         kw["accept_new_host_keys"] = False
@@ -566,13 +574,17 @@ def tc_mechanisms(
     """
     from wanbench.faults.tc import TcMechanism
 
+    # SSH is never shaped: not this host's port, and not any port an SSH connection of this run
+    # relies on (a jump host in the cluster forwards to the other hosts' SSH ports)
+    bypass = {p for ex in executors.values() for p in getattr(ex, "bypass_ports", ())}
     out = []
     for hp in plan.hosts:
+        ssh_ports = tuple(sorted({hp.ssh_port, *bypass}))
         extra = dict(kwargs)
         if state_dir_for is not None:
             extra["state_dir"] = state_dir_for(hp.host)
         for dev, matches in matches_by_interface(hp, interfaces[hp.host]).items():
-            out.append(TcMechanism(executors[hp.host], dev, tc_peers(matches), ssh_ports=(hp.ssh_port,), **extra))
+            out.append(TcMechanism(executors[hp.host], dev, tc_peers(matches), ssh_ports=ssh_ports, **extra))
     return out
 
 

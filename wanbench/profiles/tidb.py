@@ -571,8 +571,17 @@ def tiup_ssh_key(cluster_name: str) -> str | None:
 
 
 def load_cluster(path: str | os.PathLike[str]) -> Topology:
-    """Read a cluster file of any supported kind; never connects anywhere."""
-    return _load_path(Path(path), allow_wanbench=True)
+    """Read a cluster file of any supported kind; never connects anywhere.
+
+    Every problem with the file is a ``ConfigError`` naming it; a value error this module did not
+    foresee becomes one too, so pytest reports one usage error instead of an INTERNALERROR.
+    """
+    try:
+        return _load_path(Path(path), allow_wanbench=True)
+    except ConfigError:
+        raise
+    except (ValueError, TypeError, AttributeError, RecursionError) as exc:
+        raise ConfigError(f"{path}: cannot read it as a cluster description ({type(exc).__name__}: {exc})") from None
 
 
 def _load_path(path: Path, *, allow_wanbench: bool) -> Topology:
