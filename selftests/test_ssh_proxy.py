@@ -234,3 +234,24 @@ def test_jump_host_ports_are_in_every_ssh_bypass(tmp_path: Path) -> None:
         text = "\n".join(mech.plan(Level.parse("delay", "50ms")))
         assert "match ip dport 2222 0xffff flowid" in text
         assert "match ip sport 2222 0xffff flowid" in text
+
+
+def test_dry_run_shows_the_jump_hosts_port_in_the_bypass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The dry run prints the tc commands apply would run, jump-host bypass included (nothing connects)."""
+    from wanbench.profiles.cluster import DryRun, TidbCluster
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".ssh").mkdir()
+    (tmp_path / ".ssh" / "config").write_text("Host 10.0.0.*\n  ProxyJump ops@bastion.example:2222\n")
+    (tmp_path / "topology.yaml").write_text(textwrap.dedent("""\
+        global: {user: root}
+        pd_servers: [{host: 10.0.0.1}]
+        tidb_servers: [{host: 10.0.0.1}]
+        tikv_servers: [{host: 10.0.0.2}, {host: 10.0.0.3}]
+        """))
+    tc = TidbCluster(load_cluster(tmp_path / "topology.yaml"), tag="dry", dry_run=True)
+    with pytest.raises(DryRun) as info:
+        tc.apply(tc.fault_for(load_catalog("tidb")["tikv_write"], Level.parse("delay", "50ms")),
+                 expected_duration_s=60)
+    text = info.value.text
+    assert text.count("match ip dport 2222 0xffff flowid") == text.count("tc -batch - <<'EOF'") > 0

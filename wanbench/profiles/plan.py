@@ -539,15 +539,22 @@ class _NoCommands:
         return None
 
 
-def tc_renderer(interfaces: Mapping[str, Mapping[str, str]] | None = None) -> CommandRenderer:
-    """Dry-run renderer: the exact ``tc -batch`` the tc mechanism would feed each host."""
+def tc_renderer(interfaces: Mapping[str, Mapping[str, str]] | None = None, *,
+                ssh_ports: Iterable[int] = ()) -> CommandRenderer:
+    """Dry-run renderer: the exact ``tc -batch`` the tc mechanism would feed each host.
+
+    ``ssh_ports``: the run's other SSH ports (``ssh_bypass_ports``), bypassed on every host as
+    ``tc_mechanisms`` does.
+    """
+    extra = set(ssh_ports)
     from wanbench.faults.tc import TcMechanism
 
     def render(hp: HostPlan, level: Level) -> list[str]:
         lines: list[str] = []
         by_dev = matches_by_interface(hp, None if interfaces is None else interfaces.get(hp.host, {}))
         for dev, matches in by_dev.items():
-            tc = TcMechanism(_NoCommands(hp.host, hp.ssh_port), dev, tc_peers(matches), ssh_ports=(hp.ssh_port,))
+            tc = TcMechanism(_NoCommands(hp.host, hp.ssh_port), dev, tc_peers(matches),
+                             ssh_ports=tuple(sorted({hp.ssh_port, *extra})))
             if dev == DRY_RUN_DEV:
                 lines.append(f"# {DRY_RUN_DEV} = the interface `ip -o route get <peer>` names on {hp.host}")
             lines.append("tc -batch - <<'EOF'")
@@ -556,6 +563,19 @@ def tc_renderer(interfaces: Mapping[str, Mapping[str, str]] | None = None) -> Co
         return lines
 
     return render
+
+
+def ssh_bypass_ports(executors: Mapping[str, Any]) -> tuple[int, ...]:
+    """Every SSH port any connection of this run relies on, jump hosts' included.
+
+    SSH is never shaped: not a host's own port, and not one a jump host in the cluster forwards
+    to (its connections to the other hosts' SSH ports leave through the faulted interface).
+    Building executors connects nowhere, so a dry run can ask too.
+    """
+    ports: set[int] = set()
+    for ex in executors.values():
+        ports.update(getattr(ex, "bypass_ports", None) or (getattr(ex, "ssh_port", 22),))
+    return tuple(sorted(ports))
 
 
 def tc_mechanisms(
@@ -574,9 +594,7 @@ def tc_mechanisms(
     """
     from wanbench.faults.tc import TcMechanism
 
-    # SSH is never shaped: not this host's port, and not any port an SSH connection of this run
-    # relies on (a jump host in the cluster forwards to the other hosts' SSH ports)
-    bypass = {p for ex in executors.values() for p in getattr(ex, "bypass_ports", ())}
+    bypass = ssh_bypass_ports(executors)
     out = []
     for hp in plan.hosts:
         ssh_ports = tuple(sorted({hp.ssh_port, *bypass}))
