@@ -100,6 +100,8 @@ DISPLAY_VARIANTS: dict[str, Callable[[str], str | bytes]] = {
     "crlf-and-bom": lambda t: ("\ufeff" + t).replace("\n", "\r\n").encode(),
     "email-quote": lambda t: "".join("> " + ln + "\n" if ln else ">\n" for ln in t.split("\n")),
     "nested-quote-no-space": lambda t: "".join(">>" + ln + "\n" for ln in t.split("\n")),
+    "nested-quote": lambda t: "".join("> > " + ln + "\n" for ln in t.split("\n")),
+    "utf16-powershell": lambda t: t.replace("\n", "\r\n").encode("utf-16"),
     "markdown-indent-4": lambda t: "Here is our cluster:\n\n" + "".join("    " + ln + "\n" for ln in t.split("\n")),
     "markdown-fence": lambda t: "Our cluster:\n\n```console\n" + t + "```\n\nThanks!\n",
     "tabs": _tabs_between_columns,
