@@ -7,6 +7,7 @@ connection went through h1; ``$SSH_CONNECTION`` on h2 names h1 as the client as 
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import textwrap
@@ -18,9 +19,10 @@ import pytest
 
 from wanbench.errors import ConfigError, HostUnreachableError
 from wanbench.executors.ssh import SSHExecutor
-from wanbench.faults.base import Level
+from wanbench.faults.base import Fault, FaultKind, Level
+from wanbench.faults.tc import PeerMatch, TcMechanism
 from wanbench.netns import NetnsNetwork
-from wanbench.profiles.plan import plan_fault, ssh_executors, tc_mechanisms
+from wanbench.profiles.plan import plan_fault, ssh_bypass_ports, ssh_executors, tc_mechanisms
 from wanbench.profiles.tidb import load_cluster
 from wanbench.topology import load_catalog
 
@@ -255,3 +257,28 @@ def test_dry_run_shows_the_jump_hosts_port_in_the_bypass(tmp_path: Path, monkeyp
                  expected_duration_s=60)
     text = info.value.text
     assert text.count("match ip dport 2222 0xffff flowid") == text.count("tc -batch - <<'EOF'") > 0
+
+
+def test_ssh_through_a_capped_bastion_is_not_shaped(only_via_h1: NetnsNetwork, ssh_h: dict[str, SSHExecutor],
+                                                    tmp_path: Path) -> None:
+    """Everything the bastion h1 sends to h2 is capped at 5 Mbit/s; the SSH connection to h2 that runs
+    through h1 (h1 -> h2:22) still moves at full speed, through the unshaped class."""
+    net = only_via_h1
+    cfg = _config(net, tmp_path / "config", "ProxyJump bastion\n")
+    target = SSHExecutor("db-2", ssh_config=str(cfg), **_opts(net))
+    mech = TcMechanism(ssh_h["h1"], "eth0", [PeerMatch(ip=net.host("h2").address)],
+                       ssh_ports=ssh_bypass_ports({"h2": target}), state_dir=net.state_dir(net.host("h1").netns))
+    try:
+        assert _client_of(target) == net.host("h1").address
+        mech.apply(Fault("h1", Level(FaultKind.RATE, 5)), deadline_s=120)
+        nbytes = 4_000_000  # 6.4 s at 5 Mbit/s
+        res = target.run(["wc", "-c"], input="0" * nbytes, timeout=60)
+        assert int(res.stdout.split()[0]) == nbytes
+        stats = ssh_h["h1"].run(["tc", "-s", "class", "show", "dev", "eth0"]).stdout
+        sent = {m[1]: int(m[2]) for m in re.finditer(r"class htb (\S+) .*?\n\s*Sent (\d+) bytes", stats)}
+        assert sent["1a57:1"] >= nbytes, sent  # h1 -> h2:22 went through the unshaped class
+        assert all(v < nbytes // 10 for k, v in sent.items() if k != "1a57:1"), sent
+        assert res.duration < 5.5, f"4 MB through the bastion took {res.duration:.1f}s: looks capped"
+    finally:
+        mech.clear()
+        target.close()
