@@ -128,9 +128,10 @@ def test_truncated_display_is_refused(tmp_path: Path) -> None:
     ("content", "message"),
     [
         ("just some text\n", "not a cluster description"),
-        ("key: [unclosed\n", "neither `tiup cluster display` output nor valid YAML"),
+        ("key: [unclosed\n", r"cluster.txt:2: not valid YAML.*expected `tiup cluster display` output"),
         ("pd_servers:\n  - port: 2379\n", r"pd_servers\[0\] needs a 'host'"),
-        ("tidb_servers:\n  - host: 10.0.0.1\n    port: abc\n", "port 'abc' is not a port number"),
+        ("tidb_servers:\n  - host: 10.0.0.1\n    port: abc\n",
+         r"cluster.txt:3: tidb_servers\[0\].port: 'abc' is not a whole number"),
     ],
 )
 def test_bad_files_are_config_errors(tmp_path: Path, content: str, message: str) -> None:

@@ -4,6 +4,15 @@ The remote side always gets ``shlex.join(argv)``: topology values are quoted,
 never interpolated. Host keys are checked against known_hosts; an unknown or
 changed key stops the run before anything executes on that host. One
 connection per executor is kept and re-opened if it drops.
+
+``~/.ssh/config`` is honoured as OpenSSH users expect: ``HostName``,
+``User``, ``Port``, ``IdentityFile``, ``UserKnownHostsFile``, and the two
+ways data centres put a bastion in front of their hosts: ``ProxyJump``
+(each hop is itself an ``SSHExecutor``, looked up in the same config; the
+target is reached through a ``direct-tcpip`` channel of the hop's
+connection) and ``ProxyCommand`` (run locally, its stdin/stdout is the
+socket). ``bypass_ports`` names every SSH port the connection depends on so
+fault mechanisms never shape any of them.
 """
 
 from __future__ import annotations
@@ -11,6 +20,7 @@ from __future__ import annotations
 import os
 import select
 import shlex
+import subprocess
 import threading
 import time
 from collections.abc import Sequence
@@ -19,7 +29,7 @@ from typing import Any
 
 import paramiko
 
-from wanbench.errors import CommandError, HostKeyError, HostUnreachableError
+from wanbench.errors import CommandError, ConfigError, HostKeyError, HostUnreachableError
 from wanbench.executors.base import CommandResult
 
 _DEFAULT_CONFIG = Path("~/.ssh/config")
@@ -53,6 +63,24 @@ class _AcceptNew(paramiko.MissingHostKeyPolicy):
         client.save_host_keys(str(self.known_hosts))
 
 
+class _ProxyCommand(paramiko.ProxyCommand):
+    """paramiko's ProxyCommand, but closing it also reaps the process and its pipes (paramiko
+    only signals it, which leaves a zombie and three open pipes per reconnect on long runs)."""
+
+    def close(self) -> None:
+        proc = self.process
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
 class SSHExecutor:
     """Executor over one reused SSH connection; every call has a timeout."""
 
@@ -67,11 +95,20 @@ class SSHExecutor:
         accept_new_host_keys: bool = False,
         connect_timeout: float = 10.0,
         ssh_config: str | os.PathLike[str] | None = None,
+        connect_to: str | None = None,
+        proxy_jump: str | None = None,
+        proxy_command: str | None = None,
+        _chain: tuple[str, ...] = (),
     ) -> None:
         self.host = host
-        cfg = self._lookup_config(host, ssh_config)
-        self.hostname: str = cfg.get("hostname", host)
-        self.port: int = int(port if port is not None else cfg.get("port", 22))
+        # connect_to: tiup's manage_host, the address SSH goes to when it is not the service address
+        target = connect_to or host
+        cfg = self._lookup_config(target, ssh_config)
+        self.hostname: str = cfg.get("hostname", target)
+        try:
+            self.port: int = int(port if port is not None else cfg.get("port", 22))
+        except ValueError:
+            raise ConfigError(f"ssh config for {target}: Port {cfg.get('port')!r} is not a number") from None
         self.user: str | None = user or cfg.get("user")
         identity = cfg.get("identityfile") or []
         self.key_filename: str | None = key_filename or (os.path.expanduser(identity[0]) if identity else None)
@@ -79,8 +116,80 @@ class SSHExecutor:
         self.known_hosts = Path(os.path.expanduser(str(kh)))
         self.accept_new_host_keys = accept_new_host_keys
         self.connect_timeout = connect_timeout
+        self._ssh_config = ssh_config
+        self._known_hosts_arg = known_hosts
+        jump = proxy_jump if proxy_jump is not None else cfg.get("proxyjump")
+        command = proxy_command if proxy_command is not None else cfg.get("proxycommand")
+        # OpenSSH: "none" switches either off; when both are set, ProxyJump wins
+        self.proxy_jump: str | None = jump if jump and jump.lower() != "none" else None
+        self.proxy_command: str | None = (command if command and command.lower() != "none" and not self.proxy_jump
+                                          else None)
+        me = f"{self.hostname}:{self.port}"
+        if me in _chain:
+            raise ConfigError(f"ProxyJump loop: {' -> '.join((*_chain, me))} (exclude the jump host from the "
+                              "`Host` pattern that sets ProxyJump)")
+        chain = (*_chain, me)
+        self._jump: SSHExecutor | None = self._jump_executor(self.proxy_jump, chain) if self.proxy_jump else None
         self._client: paramiko.SSHClient | None = None
         self._lock = threading.Lock()
+
+    def _jump_executor(self, spec: str, chain: tuple[str, ...]) -> SSHExecutor:
+        """The last hop of ``ProxyJump a,b,c`` (``c``), itself reached through ``a,b``."""
+        hops = [h.strip() for h in spec.split(",") if h.strip()]
+        *earlier, last = hops
+        user, _, hostport = last.rpartition("@")
+        host, port = hostport, None
+        if hostport.startswith("["):  # [v6::addr]:port
+            host, _, rest = hostport[1:].partition("]")
+            port = rest.lstrip(":") or None
+        elif hostport.count(":") == 1:
+            host, port = hostport.split(":")
+        if port is not None and not port.isdigit():
+            raise ConfigError(f"ProxyJump {spec!r} for {self.host}: port {port!r} is not a number")
+        hop = SSHExecutor(
+            host, user=user or None, port=int(port) if port else None, known_hosts=self._known_hosts_arg,
+            accept_new_host_keys=self.accept_new_host_keys, connect_timeout=self.connect_timeout,
+            ssh_config=self._ssh_config, proxy_jump=",".join(earlier) if earlier else None, _chain=chain,
+        )
+        return hop
+
+    @property
+    def bypass_ports(self) -> tuple[int, ...]:
+        """Every SSH port this connection depends on: its own and its jump hosts'."""
+        ports = {self.port}
+        if self._jump is not None:
+            ports.update(self._jump.bypass_ports)
+        return tuple(sorted(ports))
+
+    @property
+    def route(self) -> str:
+        """How the connection is made, for error messages and logs (no secrets)."""
+        if self._jump is not None:
+            return f"{self._jump.route} -> {self.hostname}:{self.port}"
+        if self.proxy_command:
+            return f"ProxyCommand({self.proxy_command}) -> {self.hostname}:{self.port}"
+        return f"{self.hostname}:{self.port}"
+
+    def _proxy_sock(self) -> Any:
+        """The socket to run SSH over when a jump host or a proxy command is configured, else None."""
+        if self._jump is not None:
+            try:
+                with self._jump._lock:
+                    transport = self._jump._ensure().get_transport()
+                    assert transport is not None
+                    return transport.open_channel("direct-tcpip", (self.hostname, self.port), ("127.0.0.1", 0),
+                                                  timeout=self.connect_timeout)
+            except (paramiko.SSHException, EOFError, OSError) as exc:
+                raise HostUnreachableError(
+                    self.host, self.port,
+                    f"the jump host {self._jump.hostname}:{self._jump.port} could not open a connection to "
+                    f"{self.hostname}:{self.port} ({type(exc).__name__}: {exc})") from None
+        if self.proxy_command:
+            try:
+                return _ProxyCommand(self.proxy_command)
+            except (paramiko.SSHException, OSError) as exc:
+                raise HostUnreachableError(self.host, self.port, f"ProxyCommand failed to start: {exc}") from None
+        return None
 
     @staticmethod
     def _lookup_config(host: str, ssh_config: str | os.PathLike[str] | None) -> dict[str, Any]:
@@ -102,6 +211,7 @@ class SSHExecutor:
             _AcceptNew(self.known_hosts) if self.accept_new_host_keys else _RejectUnknown(self.port)
         )
         client.set_missing_host_key_policy(policy)
+        sock = self._proxy_sock()
         try:
             client.connect(
                 self.hostname,
@@ -114,6 +224,7 @@ class SSHExecutor:
                 channel_timeout=self.connect_timeout,
                 allow_agent=self.key_filename is None,
                 look_for_keys=self.key_filename is None,
+                sock=sock,
             )
         except paramiko.BadHostKeyException as exc:
             client.close()
@@ -134,7 +245,8 @@ class SSHExecutor:
                                        f"authentication as {who} failed ({type(exc).__name__})") from None
         except (OSError, paramiko.SSHException, EOFError) as exc:  # refused, timeout, no route, banner
             client.close()
-            raise HostUnreachableError(self.host, self.port, f"{type(exc).__name__}: {exc}") from None
+            via = f" (via {self.route})" if sock is not None else ""
+            raise HostUnreachableError(self.host, self.port, f"{type(exc).__name__}: {exc}{via}") from None
         return client
 
     def _ensure(self) -> paramiko.SSHClient:
@@ -225,6 +337,8 @@ class SSHExecutor:
         if self._client is not None:
             self._client.close()
             self._client = None
+        if self._jump is not None:
+            self._jump.close()
 
     def __enter__(self) -> SSHExecutor:
         return self

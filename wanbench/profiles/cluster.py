@@ -32,6 +32,7 @@ from wanbench.profiles.plan import (
     preflight,
     render_dry_run,
     resolve_interfaces,
+    ssh_bypass_ports,
     ssh_executors,
     tc_mechanisms,
     tc_renderer,
@@ -155,7 +156,15 @@ class TidbCluster:
 
     def dry_run_text(self, fault: Fault) -> str:
         plan, _ = self._plans[fault]
-        return render_dry_run(plan, commands=tc_renderer(), ssh_user=self.settings.ssh_user)
+        # executors are only built (from the cluster file and ~/.ssh/config), never connected
+        execs = self._executors if self._executors is not None else ssh_executors(self.topology)
+        try:
+            ports = ssh_bypass_ports(execs)
+        finally:
+            if execs is not self._executors:
+                for ex in execs.values():
+                    ex.close()
+        return render_dry_run(plan, commands=tc_renderer(ssh_ports=ports), ssh_user=self.settings.ssh_user)
 
     def mechanism(self, kind: FaultKind) -> Mechanism:
         raise NotImplementedError("the tidb profile builds one tc mechanism per host and interface: use apply()")

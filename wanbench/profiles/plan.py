@@ -417,16 +417,24 @@ def ssh_executors(topology: Topology, hosts: Iterable[str] | None = None, **over
     """One SSH executor per host, from the cluster settings (unknown host keys refused unless
     ``accept_new_host_keys=True`` is passed on the user's explicit request).
 
+    Executors stay keyed by the service address (faults are scoped to it) but connect to the
+    host's ``manage_host`` when tiup has one. The key is the cluster file's ``ssh.key``, else the
+    key tiup generated for this cluster (``$TIUP_HOME/storage/cluster/clusters/<name>/ssh/id_rsa``),
+    else whatever ``~/.ssh/config`` and the agent offer.
     ``overrides`` go to every ``SSHExecutor`` (e.g. ``ssh_config=``).
     """
     from wanbench.executors import get_executor
+    from wanbench.profiles.tidb import tiup_ssh_key
 
     s = cluster_settings(topology)
+    key = s.ssh_key or tiup_ssh_key(s.name or topology.name)
     wanted = sorted(set(hosts) if hosts is not None else {c.host for c in topology.components})
     out: dict[str, Executor] = {}
     for h in wanted:
-        kw: dict[str, Any] = {"user": s.ssh_user, "port": s.ssh_port_of(h), "key_filename": s.ssh_key,
+        kw: dict[str, Any] = {"user": s.ssh_user, "port": s.ssh_port_of(h), "key_filename": key,
                               "known_hosts": s.known_hosts, "connect_timeout": s.connect_timeout}
+        if s.ssh_host_of(h) != h:
+            kw["connect_to"] = s.ssh_host_of(h)
         # An unknown host key stops the run unless the user explicitly opted in
         # (--ssh-accept-new-hosts); a changed key is refused either way.
         kw["accept_new_host_keys"] = False
@@ -531,15 +539,22 @@ class _NoCommands:
         return None
 
 
-def tc_renderer(interfaces: Mapping[str, Mapping[str, str]] | None = None) -> CommandRenderer:
-    """Dry-run renderer: the exact ``tc -batch`` the tc mechanism would feed each host."""
+def tc_renderer(interfaces: Mapping[str, Mapping[str, str]] | None = None, *,
+                ssh_ports: Iterable[int] = ()) -> CommandRenderer:
+    """Dry-run renderer: the exact ``tc -batch`` the tc mechanism would feed each host.
+
+    ``ssh_ports``: the run's other SSH ports (``ssh_bypass_ports``), bypassed on every host as
+    ``tc_mechanisms`` does.
+    """
+    extra = set(ssh_ports)
     from wanbench.faults.tc import TcMechanism
 
     def render(hp: HostPlan, level: Level) -> list[str]:
         lines: list[str] = []
         by_dev = matches_by_interface(hp, None if interfaces is None else interfaces.get(hp.host, {}))
         for dev, matches in by_dev.items():
-            tc = TcMechanism(_NoCommands(hp.host, hp.ssh_port), dev, tc_peers(matches), ssh_ports=(hp.ssh_port,))
+            tc = TcMechanism(_NoCommands(hp.host, hp.ssh_port), dev, tc_peers(matches),
+                             ssh_ports=tuple(sorted({hp.ssh_port, *extra})))
             if dev == DRY_RUN_DEV:
                 lines.append(f"# {DRY_RUN_DEV} = the interface `ip -o route get <peer>` names on {hp.host}")
             lines.append("tc -batch - <<'EOF'")
@@ -548,6 +563,19 @@ def tc_renderer(interfaces: Mapping[str, Mapping[str, str]] | None = None) -> Co
         return lines
 
     return render
+
+
+def ssh_bypass_ports(executors: Mapping[str, Any]) -> tuple[int, ...]:
+    """Every SSH port any connection of this run relies on, jump hosts' included.
+
+    SSH is never shaped: not a host's own port, and not one a jump host in the cluster forwards
+    to (its connections to the other hosts' SSH ports leave through the faulted interface).
+    Building executors connects nowhere, so a dry run can ask too.
+    """
+    ports: set[int] = set()
+    for ex in executors.values():
+        ports.update(getattr(ex, "bypass_ports", None) or (getattr(ex, "ssh_port", 22),))
+    return tuple(sorted(ports))
 
 
 def tc_mechanisms(
@@ -566,13 +594,15 @@ def tc_mechanisms(
     """
     from wanbench.faults.tc import TcMechanism
 
+    bypass = ssh_bypass_ports(executors)
     out = []
     for hp in plan.hosts:
+        ssh_ports = tuple(sorted({hp.ssh_port, *bypass}))
         extra = dict(kwargs)
         if state_dir_for is not None:
             extra["state_dir"] = state_dir_for(hp.host)
         for dev, matches in matches_by_interface(hp, interfaces[hp.host]).items():
-            out.append(TcMechanism(executors[hp.host], dev, tc_peers(matches), ssh_ports=(hp.ssh_port,), **extra))
+            out.append(TcMechanism(executors[hp.host], dev, tc_peers(matches), ssh_ports=ssh_ports, **extra))
     return out
 
 

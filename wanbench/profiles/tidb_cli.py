@@ -25,7 +25,8 @@ def register(subparsers: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("file", metavar="FILE", help="cluster file (display text, tiup YAML or wanbench YAML)")
+    p.add_argument("file", metavar="FILE",
+                   help="cluster file (display text or --format json, tiup YAML or wanbench YAML, pasted as is)")
     p.add_argument("--plan", metavar="SCENARIO", default=None,
                    help="print the dry run of this scenario of the tidb catalog instead of the topology")
     p.add_argument("--family", choices=sorted(FAMILY_KIND), default="rtt",
