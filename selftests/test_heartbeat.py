@@ -91,7 +91,8 @@ def test_summary_chart_and_gate_samples() -> None:
     assert (s["rto_s"], s["lost_writes"], s["counts"][FAILED]) == (pytest.approx(2.1), 0, 20)
     svg = heartbeat_timeline(s, title="x")
     root = ET.fromstring(svg)  # well-formed, self-contained
-    assert root.tag.endswith("svg") and "script" not in svg
+    assert root.tag.endswith("svg")
+    assert "script" not in svg
     assert svg.count("<circle") >= 50
     wl = WorkloadResult("heartbeat", 1, (), Latency())
     cell = CellResult("t", "availability", "heartbeat_replica", {"label": "partition"}, 1, wl,
@@ -186,7 +187,8 @@ def test_a_toxiproxy_outage_of_known_length_is_the_rto(lab: Lab, cluster: LabClu
     step = hb.config.resolution_s
     # the stretch spans the outage plus at most one slot on each side (and a little scheduling noise)
     assert outage - 0.05 <= out["rto_s"] <= outage + 2 * step + 0.1, (out, outage)
-    assert out["recovery_s"] is not None and out["recovery_s"] < 2 * step + 0.1
+    assert out["recovery_s"] is not None
+    assert out["recovery_s"] < 2 * step + 0.1
     assert sum(1 for a in atts if a.outcome == FAILED) >= 40  # refused while the proxy was off
     assert rpo(atts, hb.read_rows(_sources(lab)[0]))["lost"] == 0
 
@@ -219,7 +221,8 @@ def test_semi_sync_fallback_stalls_for_the_timeout_then_loses_on_the_replica(lab
     assert status == "OFF", "the primary should have fallen back to asynchronous replication"
     assert 1.8 <= s["rto_s"] <= 2.0 + 0.5, f"RTO {s['rto_s']} s, semi-sync timeout 2 s"
     assert during["lost"] > 0, "writes acknowledged after the fallback must be missing on the replica"
-    assert s["at_risk_writes"] == during["lost"] and s["lost_writes"] == 0, s["rpo"]
+    assert s["at_risk_writes"] == during["lost"], s["rpo"]
+    assert s["lost_writes"] == 0, s["rpo"]
     assert not outages.lab.toxiproxy.our_toxics()
 
 
