@@ -1,0 +1,46 @@
+"""The availability family end to end on a lab the session starts: the
+semi-sync replica partitioned under the heartbeat, as `pytest -k
+"availability and replica"` runs it (issue 16's "done when")."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from selftests.labutil import run_suite
+from wanbench.lab import port_free
+
+PORT_BASES = range(34015, 34100, 10)  # eight free ports in this helper range, skipping busy ones
+
+
+@pytest.mark.lab
+@pytest.mark.slow
+def test_replica_partition_reports_the_semisync_stall_and_the_replica_rpo(tmp_path: Path) -> None:
+    base = next((b for b in PORT_BASES if all(port_free(b + i) for i in range(8))), None)
+    if base is None:
+        pytest.skip(f"no eight free ports at any of {list(PORT_BASES)}")
+    results = tmp_path / "availability.json"
+    res = run_suite("tests/availability", "-k", "availability and replica and partition",
+                    "--lab-semisync-timeout", "2s", "--outage-hold", "3s", "--results-json", str(results),
+                    "--alluredir", str(tmp_path / "allure"), "--lab-dir", str(tmp_path / "lab"),
+                    "--lab-port-base", str(base), timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    (cell,) = json.loads(results.read_text())["results"]
+    hb = cell["extra"]["heartbeat"]
+    assert (cell["family"], cell["scenario"], cell["level"]["label"]) == ("availability", "heartbeat_replica",
+                                                                         "partition")
+    assert cell["fault"]["mechanism"] == "nft"
+    assert cell["level"]["value"] == 4.0, "held past the 2 s semi-sync timeout"
+    assert 1.8 <= hb["rto_s"] <= 2.6, hb["rto_s"]
+    during = [c for c in hb["rpo"] if c.get("during_fault")]
+    assert [c["source"] for c in during] == ["replica"]
+    assert during[0]["lost"] > 0
+    assert hb["lost_writes"] == 0
+    assert cell["verdict"]["status"] == "pass"
+    assert "wanbench availability: RTO, recovery and lost writes per cell" in res.stdout
+    assert "heartbeat_replica partition: RTO" in res.stdout
+    svgs = [p.read_text() for p in (tmp_path / "allure").glob("*-attachment.svg")]
+    assert any("longest stretch without an acknowledged write" in s for s in svgs), "timeline chart missing"
+    assert not (tmp_path / "lab").exists(), "the session must stop the lab it started"
