@@ -118,6 +118,29 @@ def test_outage_kinds_parse() -> None:
         parse_outage_kinds("partition,crash")
 
 
+def test_the_schedule_never_waits_for_a_stuck_write() -> None:
+    """A server that accepts and never greets: each attempt hangs for the connect timeout, the slots
+    behind it are attempted late with latency from their planned time, every slot ends as one attempt."""
+    import socket
+
+    with socket.socket() as srv:
+        srv.bind(("127.0.0.1", 0))
+        srv.listen(64)  # never accepted: the kernel completes the handshake, nothing answers
+        ep = Endpoint("127.0.0.1", srv.getsockname()[1], "u", "pw", "db")
+        hb = Heartbeat([ep], HeartbeatConfig(writers=1, rate_hz=10, connect_timeout_s=0.5, drain_s=0.6))
+        hb.start()
+        _measure(hb, 2.0)
+        atts = hb.stop()
+    assert [a.seq for a in atts] == list(range(len(atts)))
+    assert len(atts) == pytest.approx(20, abs=1), "one attempt per planned slot before the stop"
+    assert all(a.planned == pytest.approx(a.seq / 10) for a in atts)
+    tried = [a for a in atts if a.outcome != "skipped"]
+    assert all(a.outcome == FAILED for a in tried), {a.error for a in tried}
+    assert tried[3].started >= 1.4, "slot 3 waited for the three stuck attempts before it"
+    assert tried[3].latency_s >= 1.5, "latency counts from the planned time"
+    assert 1 <= len(atts) - len(tried) <= 16, "what the drain could not reach is skipped, not dropped"
+
+
 # -- known answers on the lab ------------------------------------------------------------------------------------
 
 
