@@ -21,6 +21,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -322,6 +323,8 @@ class Lab:
         done += self.clear_faults()
         for service in ("haproxy", "replica", "primary", "toxiproxy"):
             h = self.handle(service)
+            if h and h.alive():
+                os.kill(h.pid, signal.SIGCONT)  # a paused server (availability fault) could not shut down
             if h and h.stop(timeout=30):
                 done.append(f"stopped {service} pid {h.pid}")
             self._pid_file(service).unlink(missing_ok=True)
