@@ -101,6 +101,23 @@ def test_summary_chart_and_gate_samples() -> None:
     assert samples_of(cell.to_json())["recovery_s"] == [s["recovery_s"]]
 
 
+def test_lost_acknowledged_writes_fail_the_cell_and_say_where() -> None:
+    from fixtures.availability import assert_no_lost_writes
+
+    atts = [_att(0, k, k / 10, 0.01) for k in range(30)]
+    present = {(0, k) for k in range(30)} - {(0, 21), (0, 22)}
+    hb = Heartbeat([Endpoint("127.0.0.1", 1, "u", "pw", "db")], HeartbeatConfig(writers=1))
+    hb.stopped_at = 3.0
+    during = {**rpo(atts, set(), acked_before=1.0, source="replica"), "during_fault": True}
+    ok = summarize(hb, atts, [during, rpo(atts, {(0, k) for k in range(30)}, source="primary")])
+    assert ok["at_risk_writes"] == 10  # missing on the replica during the fault: reported, not failed
+    assert_no_lost_writes(ok, "cell")
+    lost = summarize(hb, atts, [rpo(atts, present, source="primary")])
+    with pytest.raises(pytest.fail.Exception, match=r"cell: 2 acknowledged heartbeat writes are missing after "
+                                                    r"recovery \(primary: 2 rows sent between 2.10 s and 2.20 s\)"):
+        assert_no_lost_writes(lost, "cell")
+
+
 def test_budgets_take_rto_in_seconds_and_outage_levels() -> None:
     text = ("version: 1\nprofile: lab\nrules:\n  - family: availability\n    scenario: heartbeat_replica\n"
             "    level: partition\n    absolute:\n      rto_s: 2500ms\n      recovery_s: 3s\n")
