@@ -44,3 +44,26 @@ def test_replica_partition_reports_the_semisync_stall_and_the_replica_rpo(tmp_pa
     svgs = [p.read_text() for p in (tmp_path / "allure").glob("*-attachment.svg")]
     assert any("longest stretch without an acknowledged write" in s for s in svgs), "timeline chart missing"
     assert not (tmp_path / "lab").exists(), "the session must stop the lab it started"
+
+
+@pytest.mark.lab
+@pytest.mark.slow
+def test_heartbeat_beside_a_loss_cell(tmp_path: Path) -> None:
+    base = next((b for b in PORT_BASES if all(port_free(b + i) for i in range(8))), None)
+    if base is None:
+        pytest.skip(f"no eight free ports at any of {list(PORT_BASES)}")
+    results = tmp_path / "loss.json"
+    res = run_suite("tests/loss", "-k", "loss and replica_write", "--loss", "0", "--concurrency", "10",
+                    "--rounds", "3", "--queries", "300", "--heartbeat", "--results-json", str(results),
+                    "--lab-dir", str(tmp_path / "lab"), "--lab-port-base", str(base), timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    (cell,) = json.loads(results.read_text())["results"]
+    hb = cell["extra"]["heartbeat"]
+    assert cell["family"] == "loss"
+    assert cell["qps"] > 0, "the probe still measured"
+    assert hb["counts"]["ok"] > 0
+    assert hb["counts"]["failed"] == hb["counts"]["unknown"] == 0
+    assert hb["rto_s"] < 0.5
+    assert [c["source"] for c in hb["rpo"]] == ["primary", "replica"]
+    assert hb["lost_writes"] == 0
+    assert "replica_write 0%: RTO" in res.stdout
