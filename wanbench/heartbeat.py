@@ -20,11 +20,11 @@ before it for at most ``drain_s``; slots still left are recorded as
 Every attempt ends as one of:
 
 * ``ok``: the server acknowledged the commit (autocommit INSERT);
-* ``failed``: it certainly did not commit: no connection could be made, or
-  the server answered with an error;
+* ``failed``: it certainly did not commit: no connection could be made, the
+  statement could not be sent whole, or the server answered with an error;
 * ``unknown``: the statement was sent and the connection was lost or timed
-  out before the answer (TiDB closes the connection when a commit's outcome
-  is undetermined). Unknown attempts are reported apart: the read-back says
+  out while waiting for the answer (TiDB closes the connection when a
+  commit's outcome is undetermined). Unknown attempts are reported apart: the read-back says
   whether they committed, and they are never counted as lost.
 
 Writers reconnect the way applications do: a short connect timeout, a new
@@ -44,6 +44,7 @@ import math
 import secrets
 import threading
 import time
+import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -240,6 +241,7 @@ class Heartbeat:
         ep = self.endpoints[w % len(self.endpoints)]
         offset = w / (cfg.writers * cfg.rate_hz)
         conn: Any = None
+        cur: Any = None
         k = 0
         sql = f"INSERT INTO {cfg.table} (run, writer, seq, sent_at) VALUES (%s, %s, %s, %s)"
         try:
@@ -261,16 +263,19 @@ class Heartbeat:
                 try:
                     if conn is None:
                         conn = _connect(ep, cfg)
-                    cur = conn.cursor()
+                        # One cursor per connection: the connector's cursor() pings the server, which
+                        # would cost a round trip per write and hang for the read timeout in a black hole.
+                        cur = conn.cursor()
                     sent = True
                     cur.execute(sql, (self.run_id, w, k, self.wall0 + planned))
                 except (mysql.connector.Error, OSError) as exc:
                     errno = getattr(exc, "errno", None) or 0
                     server_said_no = isinstance(exc, mysql.connector.Error) and 0 < errno < _CLIENT_ERRNO
-                    outcome = FAILED if (not sent or server_said_no) else UNKNOWN
+                    maybe_committed = sent and _while_receiving(exc) and not server_said_no
+                    outcome = UNKNOWN if maybe_committed else FAILED
                     error = _short(exc)
                     _close(conn)
-                    conn = None
+                    conn = cur = None
                 self._record(Attempt(w, k, planned, started, self.now(), outcome, error))
                 k += 1
         finally:
@@ -283,6 +288,23 @@ class Heartbeat:
     # -- reading back -------------------------------------------------------------------
     def read_rows(self, source: RowSource) -> set[tuple[int, int]]:
         return source.rows(self.config.table, self.run_id)
+
+
+def _while_receiving(exc: BaseException) -> bool:
+    """Did the connector fail while waiting for the server's answer?
+
+    Only then may the statement have reached the server and committed: the
+    outcome is unknown. A failure while still sending (the server never had
+    the whole packet) or in the connector's own checks before sending is a
+    plain failure. The connector raises the same error number (2055) for a
+    broken socket in either phase, so the phase is read from where it was
+    raised.
+    """
+    if isinstance(exc, mysql.connector.errors.ReadTimeoutError) or getattr(exc, "errno", None) == 2013:
+        return True
+    frames = traceback.extract_tb(exc.__traceback__)
+    return any(f.name in ("recv", "_recv_chunk", "_recv_compressed_pkt") and "mysql" in f.filename
+               for f in frames)
 
 
 def _close(conn: Any) -> None:
