@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from wanbench.cluster import LabCluster
-from wanbench.errors import ConfigError
+from wanbench.errors import ConfigError, InfrastructureError
 from wanbench.faults.outage import LabOutages, Outage, OutageKind, parse_outage_kinds
 from wanbench.gate.baseline import samples_of
 from wanbench.gate.budgets import CellKey, parse_budgets
@@ -163,11 +163,25 @@ def test_the_schedule_never_waits_for_a_stuck_write() -> None:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    base = next((b for b in PORT_BASES if all(port_free(b + i) for i in range(8))), None)
-    if base is None:
+    """A lab on the first free block of ports (a block found free can be taken by another lab's
+    client before ours binds it: then the next one is tried)."""
+    started: Lab | None = None
+    for base in PORT_BASES:
+        if not all(port_free(base + i) for i in range(8)):
+            continue
+        candidate = Lab(tmp_path_factory.mktemp("hb") / "lab", base, semisync_timeout_ms=2000)
+        try:
+            started = candidate.__enter__()
+            break
+        except InfrastructureError as exc:
+            if "are in use" not in str(exc):
+                raise
+    if started is None:
         pytest.skip(f"no eight free ports at any of {list(PORT_BASES)}")
-    with Lab(tmp_path_factory.mktemp("hb") / "lab", base, semisync_timeout_ms=2000) as lab_:
-        yield lab_
+    try:
+        yield started
+    finally:
+        started.__exit__(None, None, None)
 
 
 @pytest.fixture(scope="module")
