@@ -17,6 +17,7 @@ import pytest
 
 from wanbench.errors import FaultError
 from wanbench.executors.base import Executor
+from wanbench.faults.lease import LeaseKeeper
 from wanbench.faults.outage import OutageKind, TidbOutages
 from wanbench.netns import NetnsNetwork
 from wanbench.profiles.plan import ssh_executors
@@ -128,10 +129,19 @@ def test_outages_over_ssh_on_namespace_hosts(netns_net: NetnsNetwork, topology: 
                                             units: dict[str, Executor],
                                             leftovers: Callable[[], dict[str, list[str]]]) -> None:
     a = {h.name: h.address for h in netns_net.hosts}
-    catalog = load_catalog("tidb")
+    keeper = LeaseKeeper(30)
     outages = TidbOutages(topology, executors=units, grace_s=30, systemctl=(str(fake_systemctl),),
                           state_dir_for=lambda host: netns_net.state_dir(
-                              netns_net.host({v: k for k, v in a.items()}[host]).netns))
+                              netns_net.host({v: k for k, v in a.items()}[host]).netns), keeper=keeper)
+    try:
+        _run_outages(netns_net, outages, keeper, a)
+    finally:
+        keeper.close()
+    assert leftovers() == {}, "no nft table, qdisc or lease state may stay behind"
+
+
+def _run_outages(netns_net: NetnsNetwork, outages: TidbOutages, keeper: LeaseKeeper, a: dict[str, str]) -> None:
+    catalog = load_catalog("tidb")
     assert _connects(netns_net, "h1", a["h2"], 20160)
 
     # partition of one TiKV: its peers (PD/TiDB on h1, the other TiKV) get nothing back; the runner,
@@ -153,6 +163,8 @@ def test_outages_over_ssh_on_namespace_hosts(netns_net: NetnsNetwork, topology: 
     plan = outages.plan(catalog["heartbeat_tidb"], OutageKind.PAUSE, 1.0)
     ev = outages.apply(plan.outage)
     try:
+        assert keeper.held, "the pause holds a lease the runner renews"
+        keeper.check()
         assert ev.measured["state"] == "T"
         assert not _connects(netns_net, None, a["h1"], 4000)
     finally:
@@ -168,4 +180,4 @@ def test_outages_over_ssh_on_namespace_hosts(netns_net: NetnsNetwork, topology: 
     finally:
         outages.clear(plan.outage, ev)
     assert _connects(netns_net, "h2", a["h1"], 2379)
-    assert leftovers() == {}, "no nft table, qdisc or lease state may stay behind"
+    assert keeper.held == [], "every lease released on clear"

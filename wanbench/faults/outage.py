@@ -40,6 +40,7 @@ from wanbench.executors.base import Executor
 from wanbench.executors.local import LocalExecutor
 from wanbench.faults.base import Evidence, Fault, FaultKind, Level
 from wanbench.faults.deadman import STATE_DIR, DeadMan, RunInfo
+from wanbench.faults.lease import DeadManLease, LeaseKeeper
 from wanbench.faults.nft import NftMechanism
 from wanbench.faults.probe import probe
 from wanbench.faults.tc import PeerMatch
@@ -119,7 +120,9 @@ class LabOutages:
         self.lab = cluster.lab
         self.grace_s = cluster.grace_s if grace_s is None else grace_s
         self.run = RunInfo.current(f"lab{cluster.tag}")
-        self._deadman = DeadMan(LocalExecutor("localhost"), state_dir=str(self.lab.run_dir / "deadman"))
+        self.keeper = cluster.leases
+        self._deadman = DeadMan(LocalExecutor("localhost"), state_dir=str(self.lab.run_dir / "deadman"),
+                                lease_s=self.keeper.lease_s)
         self._partition: dict[Outage, Any] = {}
         self._paused: dict[Outage, int] = {}
 
@@ -168,6 +171,7 @@ class LabOutages:
         elif outage.kind is OutageKind.PAUSE:
             pid = self._paused.pop(outage, None)
             if pid is not None:
+                self.keeper.release(self._lease_key(outage))
                 os.kill(pid, signal.SIGCONT)
                 self._deadman.disarm(self._lease_key(outage))
                 wait_for(lambda: _proc_state(pid) not in ("T", "t"), what=f"pid {pid} to run again", timeout=10)
@@ -186,11 +190,12 @@ class LabOutages:
         return f"pause-{self.run.run_id}-{outage.component}"
 
     def _apply_partition(self, outage: Outage) -> Evidence:
-        from wanbench.faults.lab_tc import lab_link_mechanism
+        from wanbench.faults.lab_tc import lab_link_mechanism, lab_scope
 
         if not (self.cluster.capabilities.nft and self.cluster.capabilities.nft_numgen):
             raise FaultError("lab", f"a partition needs nftables here (probe: {self.cluster.capabilities.label})")
-        mech = lab_link_mechanism(FaultKind.LOSS, self.cluster.topology, tag=self.cluster.tag, mechanism="nft")
+        mech = lab_link_mechanism(FaultKind.LOSS, self.cluster.topology, tag=self.cluster.tag, mechanism="nft",
+                                  keeper=self.cluster.leases, scope=lab_scope(self.lab.port_base))
         fault = Fault(outage.component, PARTITION_LEVEL)
         self._partition[outage] = mech
         ev = mech.apply(fault, deadline_s=outage.hold_s + self.grace_s)
@@ -203,15 +208,18 @@ class LabOutages:
 
     def _apply_pause(self, outage: Outage) -> Evidence:
         pid = self.lab.pid_of(outage.component)
-        self._deadman.arm(self._lease_key(outage), mechanism="pause", run=self.run,
-                          clear_script=shlex.join(["kill", "-CONT", str(pid)]),
-                          after_s=outage.hold_s + self.grace_s, description=f"SIGSTOP of {outage.component}")
+        key = self._lease_key(outage)
+        state = self._deadman.arm(key, mechanism="pause", run=self.run,
+                                  clear_script=shlex.join(["kill", "-CONT", str(pid)]),
+                                  after_s=outage.hold_s + self.grace_s, description=f"SIGSTOP of {outage.component}")
+        self.keeper.hold(key, DeadManLease(self._deadman, state))
         os.kill(pid, signal.SIGSTOP)
         self._paused[outage] = pid
         wait_for(lambda: _proc_state(pid) in ("T", "t"), what=f"pid {pid} to stop", timeout=10)
         return Evidence("signal", applied=(f"kill -STOP {pid} ({outage.component})",),
                         measured={"pid": pid, "state": _proc_state(pid)}, verified=True,
-                        notes=(f"lease: kill -CONT {pid} after {outage.hold_s + self.grace_s:g}s if the runner dies",))
+                        notes=(f"lease: kill -CONT {pid} {self.keeper.lease_s:g}s after the runner stops renewing "
+                               f"it, {outage.hold_s + self.grace_s:g}s at the latest",))
 
 
 # -- TiDB over SSH ---------------------------------------------------------------------------------------------------
@@ -287,6 +295,7 @@ class TidbOutages:
         run: RunInfo | None = None,
         systemctl: Sequence[str] = ("systemctl",),
         state_dir_for: Callable[[str], str] | None = None,
+        keeper: LeaseKeeper | None = None,
     ) -> None:
         from wanbench.profiles.tidb import cluster_settings
 
@@ -299,6 +308,7 @@ class TidbOutages:
         self.run = run or RunInfo.current()
         self.systemctl = tuple(systemctl)
         self.state_dir_for = state_dir_for
+        self.keeper = keeper
         self._plans: dict[Outage, OutagePlan] = {}
         self._nft: dict[Outage, NftMechanism] = {}
         self._paused: dict[Outage, int] = {}
@@ -355,8 +365,8 @@ class TidbOutages:
                  f"# unit: {plan.unit}",
                  f"# shares the host with: {', '.join(plan.shares_host_with) or 'nothing'} (not touched)"]
         lines += [f"# note: {n}" for n in plan.notes]
-        lines.append(f"# lease: a dead-man timer on {plan.host} runs the clear commands "
-                     f"{o.hold_s + self.grace_s:g}s later unless the runner clears first")
+        lines.append(f"# lease: a timer on {plan.host} runs the clear commands if the runner stops renewing it, "
+                     f"{o.hold_s + self.grace_s:g}s later at the latest")
         lines.append("# apply:")
         for cmd in plan.apply:
             lines.append(shlex.join(cmd) + (" <<'EOF'" if plan.nft_script and cmd[:2] == ("nft", "-f") else ""))
@@ -377,11 +387,15 @@ class TidbOutages:
 
     def _lease(self, plan: OutagePlan, clear_script: str) -> None:
         ex = self._ex(plan.host)
-        dm = DeadMan(ex, state_dir=self._state_dir(plan.host), systemd=probe(ex).systemd)
-        dm.arm(self._key(plan.outage), mechanism=f"outage-{plan.outage.kind.value}", run=self.run,
-               clear_script=clear_script, after_s=plan.outage.hold_s + self.grace_s,
-               description=f"{plan.outage.label} on {plan.host}")
+        dm = DeadMan(ex, state_dir=self._state_dir(plan.host), systemd=probe(ex).systemd,
+                     lease_s=self.keeper.lease_s if self.keeper else None)
+        key = self._key(plan.outage)
+        state = dm.arm(key, mechanism=f"outage-{plan.outage.kind.value}", run=self.run,
+                       clear_script=clear_script, after_s=plan.outage.hold_s + self.grace_s,
+                       description=f"{plan.outage.label} on {plan.host}")
         self._leased[plan.outage] = dm
+        if self.keeper is not None:
+            self.keeper.hold(key, DeadManLease(dm, state))
 
     def _key(self, outage: Outage) -> str:
         safe = "".join(ch if ch.isalnum() else "_" for ch in outage.component)
@@ -393,7 +407,7 @@ class TidbOutages:
         try:
             if outage.kind is OutageKind.PARTITION:
                 nft = NftMechanism(ex, plan.peers, run=self.run, ssh_ports=(plan.ssh_port,),
-                                   state_dir=self._state_dir(plan.host))
+                                   state_dir=self._state_dir(plan.host), keeper=self.keeper)
                 self._nft[outage] = nft
                 ev = nft.apply(Fault(outage.component, PARTITION_LEVEL), deadline_s=outage.hold_s + self.grace_s)
                 return dataclasses.replace(ev, measured={"plan": plan.to_json(), "table": nft.table},
@@ -443,6 +457,8 @@ class TidbOutages:
                 note = f"SIGCONT to {pid}"
         dm = self._leased.pop(outage, None)
         if dm is not None:
+            if self.keeper is not None:
+                self.keeper.release(self._key(outage))
             dm.disarm(self._key(outage))
         return dataclasses.replace(evidence, notes=(*evidence.notes, f"cleared: {note}" if note else "cleared"))
 
