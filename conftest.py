@@ -10,4 +10,5 @@ pytest_plugins = [
     "fixtures.tpcc",
     "fixtures.ycsb",
     "fixtures.allure_report",
+    "fixtures.availability",
 ]

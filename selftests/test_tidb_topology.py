@@ -244,10 +244,11 @@ def test_option_value_parsers() -> None:
 
 def test_catalog_scenarios_select_components(display) -> None:
     catalog = load_catalog("tidb")
-    assert set(catalog) == {"tiproxy", "tidb", "pd_leader", "pd_follower", "tikv_write", "tikv_read", "tikv_tpcc",
-                            "tikv_ycsb"}
+    network = {"tiproxy", "tidb", "pd_leader", "pd_follower", "tikv_write", "tikv_read", "tikv_tpcc", "tikv_ycsb"}
+    availability = {"heartbeat_pd_leader", "heartbeat_tikv", "heartbeat_tidb"}
+    assert set(catalog) == network | availability
     for s in catalog.values():
-        assert set(s.families) == {"rtt", "bandwidth", "loss"}
+        assert set(s.families) == ({"availability"} if s.name in availability else {"rtt", "bandwidth", "loss"})
         assert display.select(s.target), s.name
     assert catalog["tikv_write"].workload == "write_probe"
     assert catalog["tikv_read"].workload == "read_probe"

@@ -21,6 +21,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -53,6 +54,11 @@ HANDICAP_TOXIC = f"{TOXIC_PREFIX}handicap"
 P_TOXIPROXY, P_CLIENT_PROXY, P_HAPROXY, P_PROXY_PRIMARY, P_REPLICA_PRIMARY, P_CLIENT_PRIMARY = range(6)
 P_PRIMARY, P_REPLICA = 6, 7
 SERVICES = ("toxiproxy", "primary", "replica", "haproxy")
+#: lab component -> the service (process) that is that component
+COMPONENT_SERVICE = {"proxy": "haproxy", "primary": "primary", "replica": "replica"}
+#: how long a commit waits for the replica's acknowledgement before the primary
+#: falls back to asynchronous replication (MariaDB's rpl_semi_sync_master_timeout)
+DEFAULT_SEMISYNC_TIMEOUT_MS = 30000
 
 
 @dataclass(frozen=True)
@@ -171,9 +177,12 @@ class Lab:
     starts the lab unless it already runs, and stops it only if it started it."""
 
     def __init__(self, run_dir: str | os.PathLike[str] | None = None, port_base: int | None = None,
-                 cpu_layout: str = DEFAULT_CPU_LAYOUT) -> None:
+                 cpu_layout: str = DEFAULT_CPU_LAYOUT, semisync_timeout_ms: int | None = None) -> None:
         self.run_dir = Path(run_dir) if run_dir else PROJECT_ROOT / ".run" / "lab"
         self.requested_layout = check_layout_name(cpu_layout)
+        if semisync_timeout_ms is not None and semisync_timeout_ms <= 0:
+            raise InfrastructureError(f"semi-sync timeout must be positive, not {semisync_timeout_ms!r} ms")
+        self.requested_semisync_timeout_ms = semisync_timeout_ms or DEFAULT_SEMISYNC_TIMEOUT_MS
         env_base = os.environ.get("WANBENCH_LAB_PORT_BASE")
         self.port_base = port_base or (int(env_base) if env_base else DEFAULT_PORT_BASE)
         self._started_here = False
@@ -200,6 +209,12 @@ class Lab:
     def cpu_layout(self) -> CpuLayout:
         """The layout the running lab was started with (from its state file)."""
         return CpuLayout.from_json(self.state().get("cpus"))
+
+    @property
+    def semisync_timeout_ms(self) -> int:
+        """The running lab's rpl_semi_sync_master_timeout (a lab that was
+        already up keeps the value it was started with)."""
+        return int(self.state().get("semisync_timeout_ms", DEFAULT_SEMISYNC_TIMEOUT_MS))
 
     @property
     def toxiproxy(self) -> ToxiproxyClient:
@@ -280,7 +295,8 @@ class Lab:
         owner_info: dict[str, Any] = {"kind": "manual"} if owner == "manual" else {
             "kind": "session", "pid": os.getpid(), "start_time": proc_start_time(os.getpid())}
         layout = CpuLayout.plan(self.requested_layout, os.sched_getaffinity(0))
-        self._write_state(port_base=self.port_base, owner=owner_info, started=time.time(), cpus=layout.to_json())
+        self._write_state(port_base=self.port_base, owner=owner_info, started=time.time(), cpus=layout.to_json(),
+                          semisync_timeout_ms=self.requested_semisync_timeout_ms)
         self._started_here = True
         try:
             self._start_toxiproxy()
@@ -307,6 +323,8 @@ class Lab:
         done += self.clear_faults()
         for service in ("haproxy", "replica", "primary", "toxiproxy"):
             h = self.handle(service)
+            if h and h.alive():
+                os.kill(h.pid, signal.SIGCONT)  # a paused server (availability fault) could not shut down
             if h and h.stop(timeout=30):
                 done.append(f"stopped {service} pid {h.pid}")
             self._pid_file(service).unlink(missing_ok=True)
@@ -407,9 +425,16 @@ class Lab:
         )
         if res.returncode != 0:
             raise InfrastructureError(f"mariadb-install-db for {name} failed: {res.stderr.strip()[-500:]}")
+        self._write_state(**{f"{name}_server_id": server_id})
+        self._spawn_mariadb(name, password=None)
+
+    def _mariadbd_argv(self, name: str) -> list[str]:
+        p = self._mariadb_paths(name)
+        server_id = int(self.state().get(f"{name}_server_id", 1 if name == "primary" else 2))
         port = self.port(P_PRIMARY if name == "primary" else P_REPLICA)
         argv = [
-            self.tools["mariadbd"], "--no-defaults", f"--datadir={p['data']}", f"--socket={p['socket']}",
+            find_binary("mariadbd", "/usr/sbin/mariadbd"), "--no-defaults", f"--datadir={p['data']}",
+            f"--socket={p['socket']}",
             f"--port={port}", "--bind-address=127.0.0.1", "--user=root", f"--server-id={server_id}",
             f"--tmpdir={p['tmp']}",
             "--log-bin=mysql-bin", "--binlog-format=ROW", "--max-connections=2000",
@@ -422,12 +447,19 @@ class Lab:
             # AFTER_COMMIT (the default): each commit waits one round trip to the
             # replica, like a TiKV write waits for its Raft followers. AFTER_SYNC
             # would serialise concurrent commits on the acknowledgement.
-            argv += ["--rpl-semi-sync-master-enabled=ON", "--rpl-semi-sync-master-timeout=30000",
+            argv += ["--rpl-semi-sync-master-enabled=ON",
+                     f"--rpl-semi-sync-master-timeout={self.semisync_timeout_ms}",
                      "--rpl-semi-sync-master-wait-point=AFTER_COMMIT"]
         else:
             argv += ["--rpl-semi-sync-slave-enabled=ON", "--read-only=ON"]
-        h = spawn(name, argv, log=p["log"], pid_file=self._pid_file(name), cpus=self.cpu_layout.server)
-        wait_for(lambda: self._alive_or_fail(h) and self._admin(name, "SELECT 1", password=None, probe=True),
+        return argv
+
+    def _spawn_mariadb(self, name: str, *, password: str | None | bool) -> None:
+        p = self._mariadb_paths(name)
+        port = self.port(P_PRIMARY if name == "primary" else P_REPLICA)
+        h = spawn(name, self._mariadbd_argv(name), log=p["log"], pid_file=self._pid_file(name),
+                  cpus=self.cpu_layout.server)
+        wait_for(lambda: self._alive_or_fail(h) and self._admin(name, "SELECT 1", password=password, probe=True),
                  what=f"MariaDB {name} on port {port}", timeout=60,
                  transient=(mysql.connector.Error, InfrastructureError),
                  hint=f"log: {log_tail(p['log'])}")
@@ -490,14 +522,9 @@ class Lab:
 
     def _start_haproxy(self) -> None:
         cfg = self.run_dir / "haproxy.cfg"
-        cfg.write_text(
-            "global\n    maxconn 8000\n\n"
-            "defaults\n    mode tcp\n    timeout connect 5s\n    timeout client 1h\n    timeout server 1h\n\n"
-            f"frontend sql\n    bind 127.0.0.1:{self.port(P_HAPROXY)}\n    default_backend primary\n\n"
-            f"backend primary\n    server primary 127.0.0.1:{self.port(P_PROXY_PRIMARY)} maxconn 4000\n"
-        )
-        h = spawn("haproxy", [self.tools["haproxy"], "-db", "-f", str(cfg)], log=self.run_dir / "haproxy.log",
-                  pid_file=self._pid_file("haproxy"), cpus=self.cpu_layout.client)
+        self._write_haproxy_cfg(cfg)  # the same text every time: ports follow from the port base
+        h = spawn("haproxy", [find_binary("haproxy", "/usr/sbin/haproxy"), "-db", "-f", str(cfg)],
+                  log=self.run_dir / "haproxy.log", pid_file=self._pid_file("haproxy"), cpus=self.cpu_layout.client)
 
         def listening() -> bool:
             self._alive_or_fail(h)
@@ -506,6 +533,69 @@ class Lab:
 
         wait_for(listening, what="HAProxy", timeout=20, transient=(OSError,),
                  hint=f"log: {log_tail(self.run_dir / 'haproxy.log')}")
+
+    def _write_haproxy_cfg(self, cfg: Path) -> None:
+        cfg.write_text(
+            "global\n    maxconn 8000\n\n"
+            "defaults\n    mode tcp\n    timeout connect 5s\n    timeout client 1h\n    timeout server 1h\n\n"
+            f"frontend sql\n    bind 127.0.0.1:{self.port(P_HAPROXY)}\n    default_backend primary\n\n"
+            f"backend primary\n    server primary 127.0.0.1:{self.port(P_PROXY_PRIMARY)} maxconn 4000\n"
+        )
+
+    # -- one component at a time (availability faults) -------------------------------
+    def service_of(self, component: str) -> str:
+        try:
+            return COMPONENT_SERVICE[component]
+        except KeyError:
+            raise InfrastructureError(f"lab component {component!r} has no process of its own "
+                                      f"(known: {', '.join(COMPONENT_SERVICE)})") from None
+
+    def pid_of(self, component: str) -> int:
+        """PID of the process that is ``component`` (proxy, primary, replica)."""
+        h = self.handle(self.service_of(component))
+        if h is None or not h.alive():
+            raise InfrastructureError(f"lab component {component} is not running")
+        return h.pid
+
+    def stop_component(self, component: str, *, timeout: float = 60.0) -> int:
+        """Stop one component cleanly (SIGTERM: MariaDB shuts down, HAProxy closes its
+        connections). Returns the PID that was stopped."""
+        service = self.service_of(component)
+        h = self.handle(service)
+        if h is None or not h.alive():
+            raise InfrastructureError(f"cannot stop lab component {component}: it is not running")
+        h.stop(timeout=timeout)
+        return h.pid
+
+    def start_component(self, component: str) -> int:
+        """Start one stopped component from its existing data and wait until the lab is
+        ready again: the server answers and the replica acknowledges commits."""
+        service = self.service_of(component)
+        h = self.handle(service)
+        if h is not None and h.alive():
+            raise InfrastructureError(f"lab component {component} is already running (pid {h.pid})")
+        if service == "haproxy":
+            self._start_haproxy()
+        else:
+            self._spawn_mariadb(service, password=True)
+            self._wait_replica_acks()
+        return self.pid_of(component)
+
+    def restart_component(self, component: str) -> tuple[int, int]:
+        """Stop and start one component; (old PID, new PID)."""
+        old = self.stop_component(component)
+        return old, self.start_component(component)
+
+    def _wait_replica_acks(self, timeout: float = 60.0) -> None:
+        wait_for(lambda: self.semi_sync_clients() >= 1,
+                 what="the replica to acknowledge commits again (Rpl_semi_sync_master_clients >= 1)",
+                 timeout=timeout, transient=(mysql.connector.Error,),
+                 hint=f"replica log: {log_tail(self.run_dir / 'replica.log')}")
+
+    def semi_sync_status(self) -> dict[str, str]:
+        """The primary's semi-sync state: ON while commits wait for the replica, OFF after the fallback."""
+        rows = self._admin("primary", "SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_%'")
+        return {str(k): str(v) for k, v in rows}
 
     def semi_sync_clients(self) -> int:
         rows = self._admin("primary", "SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_clients'")
@@ -560,6 +650,7 @@ class Lab:
             "version": state.get("version"),
             "owner": state.get("owner"),
             "cpus": CpuLayout.from_json(state.get("cpus")).to_json() if state else None,
+            "semisync_timeout_ms": state.get("semisync_timeout_ms"),
             "components": {},
             "endpoints": {p: "%s:%d" % self.endpoint(p) for p in ("proxy", "direct")},
             "links": {ln.name: {"src": ln.src, "dst": ln.dst, "listen": ln.listen} for ln in self.topology.links},

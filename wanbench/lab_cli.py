@@ -20,11 +20,15 @@ def register(sub: Any) -> None:
     p.add_argument("--cpus", metavar="LAYOUT", choices=CPU_LAYOUTS, default=DEFAULT_CPU_LAYOUT,
                    help="'split': SQL servers on their own CPUs, clients and fault points on the others; "
                         "'shared': no pinning (default: split)")
+    p.add_argument("--semisync-timeout", metavar="MS", type=int, default=None,
+                   help="rpl_semi_sync_master_timeout of a lab this command starts, in ms: how long a commit "
+                        "waits for the replica before the primary falls back to asynchronous replication "
+                        "(default: 30000; a running lab keeps its value)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    lab = Lab(args.dir, args.port_base, args.cpus)
+    lab = Lab(args.dir, args.port_base, args.cpus, semisync_timeout_ms=args.semisync_timeout)
     if args.action == "up":
         started = lab.up(owner="manual")
         print(json.dumps({"started": started, **lab.status()}, indent=2))

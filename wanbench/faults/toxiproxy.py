@@ -73,6 +73,10 @@ class ToxiproxyClient:
             self._call("DELETE", f"/proxies/{name}")
         self._call("POST", "/proxies", {"name": name, "listen": listen, "upstream": upstream, "enabled": True})
 
+    def set_enabled(self, proxy: str, enabled: bool) -> None:
+        """A disabled proxy closes its connections and refuses new ones: a crisp outage."""
+        self._call("POST", f"/proxies/{proxy}", {"enabled": enabled})
+
     def toxics(self, proxy: str) -> list[dict[str, Any]]:
         return self._call("GET", f"/proxies/{proxy}/toxics") or []
 

@@ -172,9 +172,11 @@ def samples_of(cell: CellResult | Mapping[str, Any]) -> Samples:
     if isinstance(cell, CellResult):
         rounds = [r.to_json() for r in cell.workload.rounds]
         extra: Mapping[str, Any] = cell.workload.extra
+        heartbeat = cell.extra.get("heartbeat") or {}
     else:
         rounds = list(cell.get("rounds") or [])
         extra = cell.get("workload_extra") or {}
+        heartbeat = (cell.get("extra") or {}).get("heartbeat") or {}
     out: Samples = {
         "qps": _finite([r.get("qps") for r in rounds]),
         "tps": _finite([r.get("tps") for r in rounds]),
@@ -193,6 +195,9 @@ def samples_of(cell: CellResult | Mapping[str, Any]) -> Samples:
         for op, v in per_op.items():
             out.setdefault(f"ops.{op}", []).extend(_finite([v.get("ops")]))
             out.setdefault(f"latency_ms.p99.{op}", []).extend(_finite([v.get("p99_ms")]))
+    for metric in ("rto_s", "recovery_s"):  # one heartbeat per cell: one sample
+        if heartbeat.get(metric) is not None:
+            out[metric] = _finite([heartbeat[metric]])
     return {k: v for k, v in out.items() if v}
 
 

@@ -62,11 +62,19 @@ METRICS: Mapping[str, bool] = {
     # YCSB, per operation: throughput (ops/s) and p99 of READ, UPDATE, ...
     **{f"ops.{op}": True for op in YCSB_OPS},
     **{f"latency_ms.p99.{op}": False for op in YCSB_OPS},
+    # availability heartbeat (wanbench.heartbeat), in seconds; absolute limits read "5s" or "500ms"
+    "rto_s": False,
+    "recovery_s": False,
 }
+#: metrics measured in seconds
+SECONDS_METRICS = ("rto_s", "recovery_s")
 #: families whose cells carry a fault level; the others are plain workloads
 FAULT_FAMILIES = tuple(FAMILY_KIND)
 WORKLOAD_FAMILIES = ("sysbench", "tpcc", "ycsb")
-FAMILIES = FAULT_FAMILIES + WORKLOAD_FAMILIES
+#: families whose cells are labelled by an outage kind (partition, pause, restart) instead of a level
+OUTAGE_FAMILIES = ("availability",)
+OUTAGE_LEVELS = ("partition", "pause", "restart")
+FAMILIES = FAULT_FAMILIES + WORKLOAD_FAMILIES + OUTAGE_FAMILIES
 CHECK_KINDS = ("baseline", "drop", "level0", "absolute")
 #: checks judged with one summary per run against the accepted runs' spread
 RUN_KINDS = ("baseline", "drop")
@@ -195,6 +203,8 @@ class Budgets:
 
 
 def format_value(metric: str, value: float) -> str:
+    if metric in SECONDS_METRICS:
+        return f"{value:.2f} s"
     if metric.startswith("latency_ms"):
         return f"{value:.3g} ms" if value < 10 else f"{value:.0f} ms"
     if metric == "error_rate":
@@ -428,7 +438,7 @@ class _Validator:
         pats = selectors.get("scenario")
         if pats is None or self.catalog is None:
             return
-        fault_families = [f for f in families if f in FAULT_FAMILIES]
+        fault_families = [f for f in families if f in FAULT_FAMILIES + OUTAGE_FAMILIES]
         if not fault_families:
             return  # workload families name their own scenarios (sysbench tests, tpcc)
         for p in pats:
@@ -450,6 +460,12 @@ class _Validator:
     def check_levels(self, selectors: Mapping[str, tuple[str, ...]], families: Sequence[str], raw: _LineDict) -> None:
         pats = selectors.get("level")
         if pats is None or pats == ("*",):
+            return
+        if "family" in raw and families and all(f in OUTAGE_FAMILIES for f in families):
+            for p in pats:
+                if not any(ch in p for ch in "*?[") and p not in OUTAGE_LEVELS:
+                    raise self.fail(raw.key_lines["level"], f"outage {p!r} can never match an availability cell "
+                                                            f"(known: {', '.join(OUTAGE_LEVELS)})")
             return
         kinds = {FAMILY_KIND[f] for f in families if f in FAULT_FAMILIES}
         if "family" not in raw or len(kinds) != 1 or any(f not in FAULT_FAMILIES for f in families):
@@ -492,7 +508,11 @@ class _Validator:
             if metric in METRICS and METRICS[metric] and pct >= 100:
                 raise self.fail(line, f"{metric}: a drop of {pct:g}% or more can never be exceeded")
             return pct / 100.0
-        if metric.startswith("latency_ms"):
+        if metric in SECONDS_METRICS:
+            m = _MS.match(text)
+            if m:
+                return float(m.group(1)) / (1000.0 if m.group(2) == "ms" else 1.0)
+        elif metric.startswith("latency_ms"):
             m = _MS.match(text)
             if m:
                 return float(m.group(1)) * (1000.0 if m.group(2) == "s" else 1.0)
@@ -502,7 +522,8 @@ class _Validator:
                 return float(m.group(1)) / 100.0
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
             return float(value)
-        example = {"error_rate": "1%"}.get(metric, "250ms" if metric.startswith("latency_ms") else "1000")
+        example = {"error_rate": "1%", "rto_s": "5s", "recovery_s": "5s"}.get(
+            metric, "250ms" if metric.startswith("latency_ms") else "1000")
         raise self.fail(line, f"{metric}: absolute limit {value!r} is not a value such as {example}")
 
 

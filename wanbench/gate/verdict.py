@@ -51,6 +51,8 @@ _NAMES = {
     "latency_ms.p95": "p95 latency",
     "latency_ms.p99": "p99 latency",
     "error_rate": "error rate",
+    "rto_s": "RTO",
+    "recovery_s": "recovery after the fault",
 }
 
 

@@ -145,6 +145,10 @@ class TidbCluster:
         self.last_discovery = found
         return found.topology, found
 
+    def live_topology(self) -> Topology:
+        """The topology with the PD leader as PD says it is now (the file's, under dry run)."""
+        return self._live_topology()[0]
+
     def fault_for(self, scenario: Scenario, level: Any) -> Fault:
         live, found = self._live_topology()
         plan = plan_fault(scenario, live, level, load_host=self.load_host)

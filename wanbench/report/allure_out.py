@@ -33,6 +33,7 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -231,18 +232,33 @@ def attach_cell(
     for name, value in run_specific:
         if value:
             allure.dynamic.parameter(name, redact(str(value)), excluded=True)
+    heartbeat = cell.extra.get("heartbeat")
+    if heartbeat:
+        from wanbench.heartbeat import summary_line
+        from wanbench.report.timeline import heartbeat_timeline
+
+        timeline = heartbeat_timeline(heartbeat, title=f"{cell.scenario} {lvl}: heartbeat")
+        _attach(timeline, "heartbeat timeline", AttachmentType.SVG)
+        if not cell.workload.rounds:  # an availability cell: the heartbeat is all there is
+            allure.dynamic.description_html(redact(
+                f"<p>{escape(summary_line(f'{cell.scenario} {lvl}', heartbeat))}</p>\n{_inline_svg(timeline)}"))
     scenario_cells = _scenario_cells(cell, same_scenario)
     _session.scenario_cells[id(cell)] = scenario_cells
-    qps_chart = _describe(cell, baseline, scenario_cells)
+    if cell.workload.rounds:
+        qps_chart = _describe(cell, baseline, scenario_cells)
     if cell.verdict:
         _compare_step(cell, baseline)
 
-    _attach(tables.rounds_csv(cell), f"rounds {charts.cell_title(cell)}.csv", AttachmentType.CSV)
-    _attach(qps_chart, "QPS vs concurrency", AttachmentType.SVG)
-    _attach(charts.latency_vs_concurrency(scenario_cells, _baselines_of(cell)), "p95/p99 vs concurrency",
-            AttachmentType.SVG)
+    if cell.workload.rounds:
+        _attach(tables.rounds_csv(cell), f"rounds {charts.cell_title(cell)}.csv", AttachmentType.CSV)
+        _attach(qps_chart, "QPS vs concurrency", AttachmentType.SVG)
+        _attach(charts.latency_vs_concurrency(scenario_cells, _baselines_of(cell)), "p95/p99 vs concurrency",
+                AttachmentType.SVG)
     if cell.workload.series or cell.workload.rounds:
         _attach(charts.latency_over_time(cell), "latency over time", AttachmentType.SVG)
+    if heartbeat:
+        _attach(_dumps({k: v for k, v in heartbeat.items() if k != "attempts"}), "heartbeat numbers",
+                AttachmentType.JSON)
     for i, report in enumerate(cell.workload.reports, 1):
         _attach(report, f"{cell.workload.workload} report, round {i}", AttachmentType.TEXT)
     if cell.fault:
