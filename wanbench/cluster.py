@@ -21,6 +21,7 @@ from wanbench.errors import FaultError, FaultVerificationError
 from wanbench.executors.local import LocalExecutor
 from wanbench.faults.base import Evidence, Fault, FaultKind, Mechanism
 from wanbench.faults.deadman import DEFAULT_LEASE_S, STATE_DIR
+from wanbench.faults.lab_tc import lab_link_mechanism, lab_run_id, lab_scope, present_rules, sweep_lab, verify_lab_fault
 from wanbench.faults.lease import LeaseKeeper
 from wanbench.faults.probe import Capabilities, choose_mechanism, probe
 from wanbench.faults.toxiproxy import TOXIC_PREFIX, ToxiproxyMechanism, expected_added_ms, write_toxic_lease
@@ -149,8 +150,6 @@ class LabCluster:
         name = choose_mechanism(kind, self.capabilities)
         if name == "toxiproxy":
             return self._toxiproxy
-        from wanbench.faults.lab_tc import lab_link_mechanism, lab_scope  # tc/nft on lo, scoped to link ports
-
         return lab_link_mechanism(kind, self.topology, tag=self.tag, mechanism=name, keeper=self.leases,
                                   scope=lab_scope(self.lab.port_base))
 
@@ -181,9 +180,8 @@ class LabCluster:
 
     def verify(self, fault: Fault, evidence: Evidence) -> Evidence:
         if fault.level.kind is not FaultKind.DELAY:  # delay is measured the same way for every mechanism
-            from wanbench.faults.lab_tc import verify_lab_fault
-
-            return verify_lab_fault(self, fault, evidence)
+            cred = self.lab.credentials
+            return verify_lab_fault(self.mechanism(fault.level.kind), cred.user, cred.password, fault, evidence)
         before = evidence.measured.get("before_ms", {})
         after = self.measure_links(fault)
         faulted = self.faulted_links(fault)
@@ -208,9 +206,7 @@ class LabCluster:
         if self.mechanism(fault.level.kind) is self._toxiproxy:
             present = self._toxiproxy.present(fault)
         else:
-            from wanbench.faults.lab_tc import present_rules
-
-            present = present_rules(self, fault)
+            present = present_rules(self.mechanism(fault.level.kind), fault)
         if present:
             raise FaultVerificationError("lab", f"fault {fault.label} still present after clear: {present}")
         notes = (*evidence.notes, "cleared and verified absent")
@@ -253,7 +249,6 @@ class LabCluster:
     def start_watchdog(self) -> None:
         """A detached process that clears this run's toxics, tc and nft faults within a second of the
         runner's death, and a toxic whose lease (or hard bound) lapsed while the runner hangs."""
-        from wanbench.faults.lab_tc import lab_run_id
 
         me = os.getpid()
         self._lease_dir.mkdir(parents=True, exist_ok=True)
@@ -287,7 +282,6 @@ class LabCluster:
     def sweep(self) -> list[str]:
         removed = self.lab.sweep_toxics()
         try:
-            from wanbench.faults.lab_tc import sweep_lab
 
             removed += sweep_lab(self.topology)
         except ImportError:

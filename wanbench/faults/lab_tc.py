@@ -18,7 +18,7 @@ import mysql.connector
 
 from wanbench.errors import FaultError, FaultVerificationError
 from wanbench.executors.local import LocalExecutor
-from wanbench.faults.base import Evidence, Fault, FaultKind
+from wanbench.faults.base import Evidence, Fault, FaultKind, Mechanism
 from wanbench.faults.deadman import STATE_DIR, DeadMan, RunInfo, clear_states
 from wanbench.faults.nft import NftMechanism
 from wanbench.faults.tc import BURST_S, PeerMatch, TcMechanism
@@ -26,7 +26,6 @@ from wanbench.faults.verify import verify_loss
 from wanbench.topology import Topology
 
 if TYPE_CHECKING:
-    from wanbench.cluster import LabCluster
     from wanbench.faults.lease import LeaseKeeper
 
 
@@ -113,8 +112,8 @@ def clear_lab_faults(port_base: int, topology: Topology, *, state_dir: str = STA
     return clear_states(dm, lambda st: st.scope == scope) + sweep_lab(topology)
 
 
-def present_rules(cluster: LabCluster, fault: Fault) -> list[str]:
-    mech = cluster.mechanism(fault.level.kind)
+def present_rules(mech: Mechanism, fault: Fault) -> list[str]:
+    """What of ``fault`` ``mech`` (the lab's mechanism for its kind) still has in place."""
     inner = mech.inner(fault) if isinstance(mech, LabLinkMechanism) else None
     if inner is not None and inner.installed():
         return [f"{inner.name} rules of {fault.label} on lo"]
@@ -139,13 +138,12 @@ LAB_TRANSFER_S = 4.0
 LO_MTU = 65536
 
 
-def measure_link_rate(cluster: LabCluster, port: int, mbit: float, connections: int = 4,
+def measure_link_rate(user: str, password: str, port: int, mbit: float, connections: int = 4,
                       seconds: float = LAB_TRANSFER_S) -> dict[str, Any]:
     """Aggregate goodput of ``connections`` parallel bulk answers through one link."""
-    cred = cluster.lab.credentials
     per_conn = max(20_000, int(mbit * 1e6 / 8 * seconds / connections))
     results: list[Any] = []
-    threads = [threading.Thread(target=_bulk_select, args=("127.0.0.1", port, cred.user, cred.password,
+    threads = [threading.Thread(target=_bulk_select, args=("127.0.0.1", port, user, password,
                                                             per_conn, results)) for _ in range(connections)]
     t0 = time.perf_counter()
     for t in threads:
@@ -161,8 +159,8 @@ def measure_link_rate(cluster: LabCluster, port: int, mbit: float, connections: 
             "measured_mbit": round(got * 8 / elapsed / 1e6, 3)}
 
 
-def verify_lab_fault(cluster: LabCluster, fault: Fault, evidence: Evidence) -> Evidence:
-    mech = cluster.mechanism(fault.level.kind)
+def verify_lab_fault(mech: Mechanism, user: str, password: str, fault: Fault, evidence: Evidence) -> Evidence:
+    """Measure a rate or loss fault of the lab's ``mech`` through its links, as ``user``."""
     assert isinstance(mech, LabLinkMechanism)
     if fault.level.kind is FaultKind.RATE:
         checks = []
@@ -173,7 +171,7 @@ def verify_lab_fault(cluster: LabCluster, fault: Fault, evidence: Evidence) -> E
         burst_s = max(BURST_S, LO_MTU / (fault.level.value * 1e6 / 8))
         high = 0.02 + burst_s / LAB_TRANSFER_S
         for port in mech.ports(fault):
-            m = measure_link_rate(cluster, port, fault.level.value)
+            m = measure_link_rate(user, password, port, fault.level.value)
             dev = m["measured_mbit"] / fault.level.value - 1
             m.update(asked_mbit=fault.level.value, deviation_pct=round(dev * 100, 2),
                      allowed_pct=[-12.0, round(high * 100, 2)], ok=-0.12 <= dev <= high)
@@ -186,9 +184,8 @@ def verify_lab_fault(cluster: LabCluster, fault: Fault, evidence: Evidence) -> E
     inner = mech.inner(fault)
     if not isinstance(inner, NftMechanism):
         raise FaultVerificationError("lab", f"loss through {inner.name} (netem) has no packet counters to verify with")
-    cred = cluster.lab.credentials
     port = mech.ports(fault)[0]
-    conn = mysql.connector.connect(host="127.0.0.1", port=port, user=cred.user, password=cred.password,
+    conn = mysql.connector.connect(host="127.0.0.1", port=port, user=user, password=password,
                                    connection_timeout=10)
     try:
         cur = conn.cursor()

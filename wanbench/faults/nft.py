@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 from wanbench.errors import CommandError, ConfigError, FaultError
 from wanbench.executors.base import Executor
 from wanbench.faults.base import Evidence, Fault, FaultKind
-from wanbench.faults.deadman import STATE_DIR, HostFaultBase, RunInfo
+from wanbench.faults.deadman import STATE_DIR, RunInfo
+from wanbench.faults.host import HostFaultBase
 from wanbench.faults.probe import Capabilities
 from wanbench.faults.tc import PeerMatch, check_peers
 

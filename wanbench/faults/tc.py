@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 from wanbench.errors import CommandError, ConfigError, FaultError
 from wanbench.executors.base import Executor
 from wanbench.faults.base import Evidence, Fault, FaultKind, Level
-from wanbench.faults.deadman import STATE_DIR, FaultState, HostFaultBase, RunInfo
+from wanbench.faults.deadman import STATE_DIR, FaultState, RunInfo
+from wanbench.faults.host import HostFaultBase
 from wanbench.faults.probe import Capabilities
 
 if TYPE_CHECKING:

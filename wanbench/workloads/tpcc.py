@@ -27,6 +27,8 @@ from wanbench.errors import CommandError, ConfigError, InfrastructureError, Miss
 from wanbench.results import Latency, Round, WorkloadResult
 from wanbench.workloads import sysproc
 from wanbench.workloads.clientcpu import ClientLoad, assess, usable_cores
+from wanbench.workloads.sqlconn import Connection, connect
+from wanbench.workloads.tpcc_checks import run_checks
 
 LUA_DIR = Path(__file__).resolve().parent.parent / "lua"
 SCRIPT = LUA_DIR / "tpcc.lua"
@@ -42,30 +44,6 @@ TPMC_PER_WAREHOUSE = 12.86
 LOG_BASE = math.log(1.01)  # tpcc.lua's histogram bucket width
 STATS_PREFIX = "TPCC_STATS "
 LOAD_PREFIX = "TPCC_LOAD "
-
-
-@dataclass(frozen=True)
-class Connection:
-    """Where the TPC-C database lives. ``password`` never appears in repr or argv."""
-
-    host: str
-    port: int
-    user: str
-    password: str = field(default="", repr=False)
-    db: str = "tpcc"
-    #: CPUs the load generator may use (the lab's split layout); () = any
-    client_cpus: tuple[int, ...] = ()
-
-    @property
-    def label(self) -> str:
-        return f"{self.user}@{self.host}:{self.port}/{self.db}"
-
-    def connector_kwargs(self, *, with_db: bool = True) -> dict[str, Any]:
-        kw: dict[str, Any] = {"host": self.host, "port": self.port, "user": self.user, "password": self.password,
-                              "connection_timeout": 10, "autocommit": True}
-        if with_db:
-            kw["database"] = self.db
-        return kw
 
 
 @dataclass(frozen=True)
@@ -357,12 +335,7 @@ def run_sysbench(conn: Connection, opts: TpccOptions, command: str, *, timeout: 
 
 
 def _connect(conn: Connection, *, with_db: bool = True) -> Any:
-    import mysql.connector
-
-    try:
-        return mysql.connector.connect(**conn.connector_kwargs(with_db=with_db))
-    except mysql.connector.Error as exc:
-        raise InfrastructureError(f"tpcc: cannot connect to {conn.label}: {exc.msg}") from None
+    return connect(conn, with_db=with_db, who="tpcc")
 
 
 def ensure_database(conn: Connection) -> None:
@@ -476,7 +449,6 @@ def run(conn: Connection, opts: TpccOptions, *, checks: bool = True, rounds: int
         done.append(_RoundRun(sb, stats, summarize(stats, opts), int(m.group(1)) if m else 0))
     check_results: list[dict[str, Any]] = []
     if checks:
-        from wanbench.workloads.tpcc_checks import run_checks
 
         check_results = [c.to_json() for c in run_checks(conn)]
     return to_workload_result(done, opts, checks=check_results, cores=usable_cores(conn.client_cpus))

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from wanbench.errors import InfrastructureError
 
 if TYPE_CHECKING:
-    from wanbench.workloads.tpcc import Connection
+    from wanbench.workloads.sqlconn import Connection
 
 MAX_ROWS = 20  # offending rows kept per check
 

@@ -26,7 +26,7 @@ from wanbench.results import Round, WorkloadResult
 from wanbench.units import parse_list
 from wanbench.workloads import sysproc
 from wanbench.workloads.clientcpu import ClientLoad, assess, usable_cores
-from wanbench.workloads.tpcc import Connection
+from wanbench.workloads.sqlconn import Connection
 from wanbench.workloads.ycsb_checks import (
     DATABASE,
     TABLE,

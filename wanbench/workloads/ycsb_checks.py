@@ -13,7 +13,7 @@ from typing import Any
 
 from wanbench.errors import InfrastructureError
 from wanbench.results import WorkloadResult
-from wanbench.workloads.tpcc import Connection
+from wanbench.workloads.sqlconn import Connection, connect
 from wanbench.workloads.ycsb_keys import key_name
 from wanbench.workloads.ycsb_stats import RunStats
 
@@ -21,21 +21,12 @@ DATABASE = "wanbench_ycsb"
 TABLE = "usertable"
 
 
-def _connect(conn: Connection, *, with_db: bool = True) -> Any:
-    import mysql.connector
-
-    try:
-        return mysql.connector.connect(**conn.connector_kwargs(with_db=with_db))
-    except mysql.connector.Error as exc:
-        raise InfrastructureError(f"ycsb: cannot connect to {conn.label}: {exc.msg}") from None
-
-
 def sql(conn: Connection, statements: Sequence[str | tuple[str, Sequence[Any]]], *,
         with_db: bool = True) -> list[list[tuple[Any, ...]]]:
     """Run statements on one connection; the rows of each."""
     import mysql.connector
 
-    cnx = _connect(conn, with_db=with_db)
+    cnx = connect(conn, with_db=with_db, who="ycsb")
     out: list[list[tuple[Any, ...]]] = []
     try:
         cur = cnx.cursor()
