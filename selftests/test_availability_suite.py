@@ -13,7 +13,7 @@ import pytest
 from selftests.labutil import run_suite
 from wanbench.lab import port_free
 
-PORT_BASES = range(34015, 34100, 10)  # eight free ports in this helper range, skipping busy ones
+PORT_BASES = range(24015, 24100, 10)  # eight free ports in this helper range, skipping busy ones
 
 
 def run_on_a_free_lab(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:

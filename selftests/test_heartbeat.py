@@ -1,5 +1,5 @@
 """The availability heartbeat: its arithmetic on made-up attempts, and known
-answers on the real lab (eight ports of 34010..34099: the first block free).
+answers on the real lab (eight ports of 24010..24099: the first block free).
 
 Known answers: a Toxiproxy outage of a measured length gives that RTO within
 the heartbeat's resolution; partitioning the semi-sync replica stalls commits
@@ -42,7 +42,7 @@ from wanbench.results import CellResult, Latency, WorkloadResult
 
 #: candidate lab port bases; busy ones are skipped: other labs' clients borrow
 #: ephemeral ports in this range, and a port in TIME-WAIT cannot be bound
-PORT_BASES = range(34010, 34100, 10)
+PORT_BASES = range(24010, 24100, 10)
 
 
 def _att(w: int, k: int, planned: float, latency: float, outcome: str = OK) -> Attempt:

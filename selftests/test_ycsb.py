@@ -20,7 +20,7 @@ from selftests.test_sysbench_engine import PASSWORD, MariaDB
 from wanbench.errors import ConfigError
 from wanbench.workloads import tpcc, ycsb, ycsb_checks, ycsb_keys, ycsb_stats
 
-PORT = int(os.environ.get("WANBENCH_YCSB_TEST_PORT", "33020"))
+PORT = int(os.environ.get("WANBENCH_YCSB_TEST_PORT", "23620"))
 ROOT = Path(__file__).resolve().parent.parent
 RECORDS = 1000
 
@@ -181,7 +181,7 @@ def test_correctness_check_catches_corruption(conn: tpcc.Connection, loaded: ycs
                          (ycsb_keys.key_name(7),))])
 
 
-SUITE_PORT_BASE = int(os.environ.get("WANBENCH_YCSB_SUITE_PORT_BASE", "33050"))
+SUITE_PORT_BASE = int(os.environ.get("WANBENCH_YCSB_SUITE_PORT_BASE", "23650"))
 
 
 @pytest.mark.lab
