@@ -20,10 +20,11 @@ BATCHES = json.loads((ROOT / "selftests" / "data" / "gate" / "probe_read_batches
 QPS_ONLY = "profile: lab\nrules:\n  - baseline:\n      qps: 5%\n"
 
 
-def cell(scenario: str, level: str, tag: str, factor: float = 1.0) -> CellResult:
+def cell(scenario: str, level: str, tag: str, factor: float = 1.0, *, saturated: bool = False) -> CellResult:
     """A cell from a recorded batch; ``factor`` scales its QPS (a made-up slowdown)."""
     rounds = tuple(Round.from_json({**r, "qps": r["qps"] * factor}) for r in BATCHES[tag])
-    w = WorkloadResult("probe_read", 8, rounds, rounds[0].latency_ms)
+    client = {"saturated": True, "message": "client CPU 99% of 1 core"} if saturated else {}
+    w = WorkloadResult("probe_read", 8, rounds, rounds[0].latency_ms, client=client)
     value = 0 if level == "0ms" else float(level.removesuffix("ms"))
     return CellResult(f"t[{scenario}-{level}]", "rtt", scenario, {"kind": "delay", "value": value, "label": level},
                       8, w, path="proxy")
@@ -156,3 +157,34 @@ def test_bad_budget_file_exits_2_with_line(tmp_path: Path) -> None:
     res = compare(base, base, "--budgets", bad)
     assert res.returncode == 2
     assert f"{bad}:5: unknown metric 'latency_ms.p42'" in res.stderr
+
+
+def test_pytest_and_compare_give_the_same_verdict_on_the_same_data(tmp_path: Path) -> None:
+    """The gate as pytest runs it (``Gate.judge_cell``, cell by cell) and
+    ``compare`` on the results file decide every cell alike: regression,
+    inconclusive, pass, the drop against level 0 and the saturated client."""
+    from fixtures.gate import Gate
+    from wanbench.gate.baseline import cell_key
+    from wanbench.gate.budgets import default_budgets_path, load_budgets
+
+    fp = Fingerprint.from_context(CTX)
+    store = BaselineStore(tmp_path / "store")
+    for i in range(11, 16):
+        store.save(fp, [cell(s, lvl, f"same{i}-base", 0.5 if lvl == "50ms" else 1.0)
+                        for s in ("replica_read", "proxy", "primary") for lvl in ("0ms", "50ms")],
+                   accepted_at=f"2026-11-2{i - 10}T10:00:00+00:00")
+    current = [
+        cell("replica_read", "0ms", "same10-base"), cell("replica_read", "50ms", "same10-base", 0.2),
+        cell("proxy", "0ms", "same16-base"), cell("proxy", "50ms", "same16-base", 0.5),
+        cell("primary", "0ms", "same10-base", 0.6, saturated=True), cell("primary", "50ms", "same10-base", 0.3),
+    ]
+    gate = Gate(load_budgets(default_budgets_path("lab"), profile="lab"), store, fp, cells_planned=len(current))
+    in_pytest = {cell_key(c).id: gate.judge_cell(c).status for c in current}
+    out = tmp_path / "verdicts.json"
+    res = compare(tmp_path / "store" / fp.filename, doc(tmp_path / "cur.json", current), "--json", out)
+    assert res.returncode in (0, 1), res.stderr
+    in_compare = {v["cell"]: v["status"] for v in json.loads(out.read_text())}
+    assert in_compare == in_pytest
+    assert in_pytest["rtt/replica_read/50ms/c=8/proxy/probe_read"] == "regression"  # a drop 60 points deeper
+    assert in_pytest["rtt/primary/0ms/c=8/proxy/probe_read"] == "inconclusive"  # 40 % down, but client-bound
+    assert len(set(in_pytest.values())) >= 2, in_pytest

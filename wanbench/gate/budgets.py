@@ -6,7 +6,7 @@ A budget file is YAML::
     profile: lab                 # the scenario catalog rules are checked against
     gate:
       alpha: 0.05                # family-wise false-positive rate of one session
-      correction: holm           # holm | bonferroni | bh | none (compare CLI)
+      correction: bonferroni     # as pytest; compare may use holm | bh | none
     rules:
       - family: "*"              # selectors: family, scenario, level,
         scenario: "*"            #   concurrency, path, workload (globs / lists)
@@ -173,7 +173,7 @@ class Rule:
 @dataclass(frozen=True)
 class GatePolicy:
     alpha: float = 0.05
-    correction: str = "holm"
+    correction: str = "bonferroni"
     min_rounds: int = 3
     #: accepted baseline runs a run-level check needs before it may call a regression
     min_runs: int = 3
@@ -337,7 +337,7 @@ class _Validator:
         alpha = raw.get("alpha", 0.05)
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 0.5:
             raise self.fail(raw.key_lines.get("alpha", line), f"alpha must be a number in (0, 0.5), not {alpha!r}")
-        correction = raw.get("correction", "holm")
+        correction = raw.get("correction", "bonferroni")
         if correction not in _CORRECTIONS:
             raise self.fail(
                 raw.key_lines.get("correction", line),

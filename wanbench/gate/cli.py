@@ -128,15 +128,19 @@ def merge_sides(sides: Sequence[Side]) -> Side:
 
 
 def compare(base: Side, cur: Side, budgets: Budgets, *, release: str = "") -> list[Verdict]:
-    """Every cell of ``cur`` judged against ``base``, Holm-corrected (or as
-    the budget file's ``gate.correction`` says) over all of them."""
+    """Every cell of ``cur`` judged against ``base`` exactly as pytest judges
+    it (``Judge.verdict``: Bonferroni over the cells). ``gate.correction:
+    holm | bh | none`` in the budget file spreads alpha over the whole file
+    at once instead, which pytest cannot do while tests are still running."""
     lookup = comparability(base, cur, release=release)
     judge = Judge(budgets, lookup)
     for c in cur.cells:
         judge.remember(c.key, c.samples, is_level0=c.level0)
+    n = max(1, len(cur.cells))
+    if budgets.policy.correction == "bonferroni":
+        return [judge.verdict(c.key, c.samples, cells=n, client=c.client)[0] for c in cur.cells]
     alpha = budgets.policy.alpha
-    alpha_cell = alpha / max(1, len(cur.cells))
-    pending: list[Pending] = [judge.pending(c.key, c.samples, alpha_cell=alpha_cell, client=c.client)
+    pending: list[Pending] = [judge.pending(c.key, c.samples, alpha_cell=alpha / n, client=c.client)
                               for c in cur.cells]
     correct(pending, budgets.policy.correction)
     m = sum(1 for p in pending for o in p.outcomes if o.statistical)

@@ -737,3 +737,16 @@ class Judge:
         if client.get("saturated"):
             pending.saturated = str(client.get("message") or "load generator at its CPU limit")
         return pending
+
+    def verdict(self, key: CellKey, samples: Samples, *, cells: int, looks: int = 1,
+                client: Mapping[str, Any] | None = None) -> tuple[Verdict, Pending]:
+        """One cell's verdict as the session decides it: the session's alpha
+        split over ``cells`` gated cells and ``looks`` runs of a chain
+        (Bonferroni), each cell's share over its own checks. pytest calls this
+        as each test ends; ``compare`` calls it for every cell of a results
+        file, so the two always agree on the same data."""
+        m = max(1, cells) * max(1, looks)
+        alpha = self.budgets.policy.alpha
+        pending = self.pending(key, samples, alpha_cell=alpha / m, client=client)
+        correct_online(pending, m)
+        return decide(pending, alpha=alpha, comparisons=m), pending
