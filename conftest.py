@@ -3,6 +3,7 @@ pytest_plugins = [
     "fixtures.options",
     "fixtures.cluster",
     "fixtures.faults",
+    "fixtures.evidence",
     "fixtures.workloads",
     "fixtures.reporting",
     "fixtures.gate",

@@ -30,3 +30,21 @@ def pid_alive(pid: int) -> bool:
     except ProcessLookupError:
         return False
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def free_port_base(lo: int, hi: int, span: int = 14, timeout: float = 120.0) -> int:
+    """A port base in [lo, hi - span] whose ``span`` ports are all free now.
+
+    The helpers' port ranges overlap the kernel's ephemeral range: other
+    clients' TIME-WAIT sockets hold single ports for a minute, so a fixed
+    base is sometimes refused; any base inside the range will do."""
+    from wanbench.lab import port_free
+    from wanbench.wait import wait_for
+
+    def find() -> int | None:
+        for base in range(lo, hi - span + 1):
+            if all(port_free(base + i) for i in range(span)):
+                return base
+        return None
+
+    return int(wait_for(find, what=f"{span} free loopback ports in {lo}..{hi}", timeout=timeout, interval=1.0))

@@ -33,7 +33,9 @@ from typing import TYPE_CHECKING, Any
 
 import mysql.connector
 
+from wanbench import cpulimit
 from wanbench.errors import InfrastructureError, MissingToolError
+from wanbench.evidence.prometheus import LabPrometheus
 from wanbench.executors.local import LocalExecutor
 from wanbench.faults.deadman import STATE_DIR
 from wanbench.faults.toxiproxy import TOXIC_PREFIX, ToxiproxyClient
@@ -317,6 +319,7 @@ class Lab:
         """Stop every process recorded in the run directory and remove the run
         directory's data. Returns what was stopped or removed."""
         done: list[str] = []
+        done += LabPrometheus(self.run_dir, self.port_base).down()  # started with --lab-prometheus
         wd = ProcessHandle.load(self.run_dir / "watchdog.pid")
         if wd and wd.stop(timeout=5):
             done.append(f"stopped watchdog pid {wd.pid}")
@@ -328,6 +331,8 @@ class Lab:
             if h and h.stop(timeout=30):
                 done.append(f"stopped {service} pid {h.pid}")
             self._pid_file(service).unlink(missing_ok=True)
+            if cpulimit.release(self._cgroup(service)):
+                done.append(f"removed CPU limit cgroup of {service}")
         if self.run_dir.exists():
             shutil.rmtree(self.run_dir, ignore_errors=True)
             done.append(f"removed {self.run_dir}")
@@ -690,6 +695,28 @@ class Lab:
                     pass  # a thread that just ended
         self._write_state(cpus=layout.to_json())
         return layout
+
+    # -- CPU limits --------------------------------------------------------------------
+    def _cgroup(self, service: str) -> Path:
+        try:
+            root = cpulimit._controller_root()[0]
+        except InfrastructureError:
+            root = cpulimit.CGROUP_ROOT
+        return root / f"wanbench-lab-{self.port_base}-{service}"
+
+    def set_cpu_limit(self, service: str, cores: float | None) -> None:
+        """Give one lab server a CPU quota (cgroup CFS bandwidth, like a
+        Kubernetes CPU limit), or remove it (``None``): a bottleneck made by
+        construction, which the evidence's finding must name."""
+        if service not in SERVICES:
+            raise InfrastructureError(f"unknown lab service {service!r} (known: {', '.join(SERVICES)})")
+        h = self.handle(service)
+        if h is None or not h.alive():
+            raise InfrastructureError(f"cannot limit {service}: it is not running")
+        if cores is None:
+            cpulimit.release(self._cgroup(service))
+        else:
+            cpulimit.limit(self._cgroup(service).name, h.pid, cores)
 
     # -- calibration knob ----------------------------------------------------------
     def set_handicap(self, rate_kbps: int | None) -> None:

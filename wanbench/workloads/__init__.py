@@ -45,6 +45,9 @@ class EngineContext:
     workdir: Path
     progress: Callable[[str], None]
     step: Callable[[str], AbstractContextManager[Any]]  # an Allure step (or nothing)
+    #: the hooks a measured run reports its window to (``sysproc.WindowHooks``,
+    #: server-side evidence), fresh for each measured run; None: nobody listens
+    window: Callable[[], Any] = lambda: None
 
 
 class WorkloadEngine(Protocol):

@@ -60,10 +60,15 @@ class ProbeEngine:
 
             # One short warm-up round (a fifth of the queries), not counted: caches,
             # connections and the fault's queues settle before measuring.
+            runner.window_hooks = None  # the warm-up is not measured
             with ctx.step("warm up"):
                 runner.probe(variant, concurrency=concurrency, queries=max(2 * concurrency, queries // 5), rounds=1,
                              timeout=timeout, max_seconds=cap / 5 if cap else None)
-            return runner.probe(variant, concurrency=concurrency, queries=queries, rounds=rounds, timeout=timeout,
-                                on_round=on_round, max_seconds=cap)
+            runner.window_hooks = ctx.window()
+            try:
+                return runner.probe(variant, concurrency=concurrency, queries=queries, rounds=rounds,
+                                    timeout=timeout, on_round=on_round, max_seconds=cap)
+            finally:
+                runner.window_hooks = None
 
         return run

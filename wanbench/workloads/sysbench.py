@@ -357,6 +357,9 @@ class SysbenchRunner:
         self.extra_args = tuple(extra_args)
         self.more_endpoints = tuple((h, int(pt)) for h, pt in more_endpoints if (h, int(pt)) != (host, int(port)))
         self.cpus = tuple(cpus)
+        #: told when each measured window opens and closes (``begin()`` /
+        #: ``end()``): server-side evidence is read at exactly those instants
+        self.window_hooks: sysproc.WindowHooks | None = None
         self._report_seq = 0
 
     def __repr__(self) -> str:
@@ -462,7 +465,7 @@ class SysbenchRunner:
         name = re.sub(r"[^A-Za-z0-9_.-]+", "_", what)
         run = sysproc.run(rest, what=what, timeout=timeout, threads=threads, secrets=secret, cpus=self.cpus,
                           env=env, window_marker=window_marker, redact=self.redact,
-                          on_output=lambda text: self._save_report(name, text))
+                          on_output=lambda text: self._save_report(name, text), window=self.window_hooks)
         self._save_report(name, run.text)
         return _Run(text=run.text, exit_status=run.exit_status, client=run.client, wall=run.wall_s)
 

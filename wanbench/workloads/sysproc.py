@@ -39,7 +39,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from wanbench import scratch
 from wanbench.errors import InfrastructureError, MissingToolError
@@ -104,6 +104,14 @@ def _start(argv: Sequence[str], *, env: Mapping[str, str], cpus: Collection[int]
         raise MissingToolError(str(argv[0]), "apt-get install sysbench (1.0.20) or run scripts/setup") from None
 
 
+
+class WindowHooks(Protocol):
+    """Told when a measured window opens and closes (``wanbench.evidence``)."""
+
+    def begin(self) -> None: ...
+
+    def end(self) -> None: ...
+
 def run(
     argv: Sequence[str],
     *,
@@ -116,6 +124,7 @@ def run(
     window_marker: str | None = None,
     redact: Callable[[str], str] | None = None,
     on_output: Callable[[str], None] | None = None,
+    window: WindowHooks | None = None,
 ) -> ProcessRun:
     """Run sysbench ``argv`` to its end or until ``timeout`` seconds.
 
@@ -124,6 +133,8 @@ def run(
     output line containing it (e.g. ``Threads started!``) to the end; None
     measures the whole process. ``on_output`` (optional) gets the redacted
     output before a timeout error is raised, e.g. to keep it as a report.
+    ``window`` (optional) is told when the measured window opens (the marker)
+    and closes (sysbench ended): the server-side evidence is read then.
     Raises ``InfrastructureError`` when sysbench had to be killed; a non-zero
     exit is returned, for the engine to explain.
     """
@@ -137,10 +148,10 @@ def run(
             with options_file(secrets) as cfg:
                 full = [argv[0], f"--config-file={cfg}", *argv[1:]]
                 result = _supervise(full, what=what, timeout=timeout, threads=threads, cpus=cpus, env=full_env,
-                                    window_marker=window_marker, redact=hide, on_output=on_output)
+                                    window_marker=window_marker, redact=hide, on_output=on_output, window=window)
         else:
             result = _supervise(argv, what=what, timeout=timeout, threads=threads, cpus=cpus, env=full_env,
-                                window_marker=window_marker, redact=hide, on_output=on_output)
+                                window_marker=window_marker, redact=hide, on_output=on_output, window=window)
         files = _read_files(work)
         return ProcessRun(result.command, result.text, result.exit_status, result.wall_s, result.cpu_s,
                           result.client, files)
@@ -159,7 +170,7 @@ def _read_files(work: Path) -> dict[str, str]:
 
 def _supervise(argv: Sequence[str], *, what: str, timeout: float, threads: int, cpus: Collection[int],
                env: Mapping[str, str], window_marker: str | None, redact: Callable[[str], str],
-               on_output: Callable[[str], None] | None) -> ProcessRun:
+               on_output: Callable[[str], None] | None, window: WindowHooks | None = None) -> ProcessRun:
     shown = redact(shlex.join(argv))
     start = time.monotonic()
     proc = _start(argv, env=env, cpus=cpus)
@@ -176,6 +187,8 @@ def _supervise(argv: Sequence[str], *, what: str, timeout: float, threads: int, 
         sampler = RunnableSampler(proc.pid, threads)
         if window_marker is None:
             mark.append((start, 0.0))
+            if window is not None:
+                window.begin()
 
         def read() -> None:
             assert proc.stdout is not None
@@ -188,6 +201,8 @@ def _supervise(argv: Sequence[str], *, what: str, timeout: float, threads: int, 
                         assert sampler is not None
                         sampler.sample(now)
                         mark.append((now, cpu))
+                        if window is not None:
+                            window.begin()
 
         def sample() -> None:
             # a sampling period, not a wait for a condition: /proc is read
@@ -205,6 +220,8 @@ def _supervise(argv: Sequence[str], *, what: str, timeout: float, threads: int, 
             _pid, status, usage = os.wait4(proc.pid, 0)
             with lock:
                 reaped.append((status, usage, time.monotonic()))
+            if window is not None:
+                window.end()  # closes the window begin() opened, if any
 
         reader = threading.Thread(target=read, name=f"sysbench-out-{proc.pid}", daemon=True)
         reaper = threading.Thread(target=reap, name=f"sysbench-wait-{proc.pid}", daemon=True)

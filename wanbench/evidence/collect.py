@@ -1,0 +1,387 @@
+"""Server-side evidence of one cell's measurement window, from the kernel and
+the servers' own counters.
+
+Nothing samples *inside* the window: a ``Probe`` takes one snapshot when the
+load generator's measured window opens (sysbench's warm-up checkpoint) and one
+when it ends, and the evidence is the difference. Counters that only grow
+(CPU ticks, ``SHOW GLOBAL STATUS`` counters, TCP byte counters) make two
+reads exact, and the measured processes are never disturbed while they run,
+which is what keeps ``bench/harness_overhead`` unchanged.
+
+Sources on the lab:
+- CPU per component: ``/proc/<pid>/stat`` utime + stime (all threads), as a
+  share of the CPUs the process may run on (``sched_getaffinity``);
+- CPU per CPU set (the lab's server and client halves): ``/proc/stat`` busy
+  ticks of those CPUs, which also counts other processes on the machine;
+- QPS per tier: ``Questions`` of each MariaDB server; commits (``Com_commit``);
+- replication wait: ``Rpl_semi_sync_master_tx_wait_time`` / ``_tx_waits``
+  (microseconds) and ``_net_wait_time`` / ``_net_waits``;
+- network bytes per link: ``ss -tin`` ``bytes_received`` / ``bytes_acked`` of
+  the established sockets on the link's Toxiproxy listen port.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from wanbench.cpulimit import read_quota
+from wanbench.errors import InfrastructureError
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+#: SHOW GLOBAL STATUS counters kept (all only grow, so two reads give a delta)
+STATUS_COUNTERS = (
+    "Questions", "Com_commit", "Com_select", "Com_insert", "Com_update", "Com_delete",
+    "Bytes_sent", "Bytes_received",
+    "Rpl_semi_sync_master_tx_wait_time", "Rpl_semi_sync_master_tx_waits",
+    "Rpl_semi_sync_master_net_wait_time", "Rpl_semi_sync_master_net_waits",
+    "Rpl_semi_sync_master_yes_tx", "Rpl_semi_sync_master_no_tx",
+)
+
+
+@dataclass(frozen=True)
+class ProcInfo:
+    """A component process: its CPU seconds so far, the CPUs it may use and
+    its cgroup CPU quota (cores; None = none) with CFS throttling counters."""
+
+    cpu_seconds: float
+    cpus: tuple[int, ...]
+    quota_cores: float | None = None
+    periods: int = 0
+    throttled: int = 0
+
+    @property
+    def capacity(self) -> float:
+        """Cores this process can use at most: min(affinity, quota)."""
+        n = float(max(1, len(self.cpus)))
+        return min(n, self.quota_cores) if self.quota_cores else n
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything a probe read at one instant (``t``: time.monotonic())."""
+
+    t: float
+    procs: Mapping[str, ProcInfo] = field(default_factory=dict)
+    cpu_ticks: Mapping[int, tuple[int, int]] = field(default_factory=dict)  # cpu -> (busy, total)
+    status: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # server -> counter -> value
+    links: Mapping[str, tuple[int, int]] = field(default_factory=dict)  # link -> (bytes in, bytes out)
+
+
+class Probe(Protocol):
+    """Reads a cluster's counters. ``cpu_sets`` names groups of CPUs whose
+    saturation matters (the lab's server and client halves)."""
+
+    def snapshot(self) -> Snapshot: ...
+
+    def cpu_sets(self) -> Mapping[str, tuple[int, ...]]: ...
+
+
+# -- readers ------------------------------------------------------------------------------------
+def read_proc(pid: int) -> ProcInfo | None:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            data = fh.read()
+        cpus = tuple(sorted(os.sched_getaffinity(pid)))
+    except OSError:
+        return None
+    fields = data.rsplit(")", 1)[1].split()  # comm may hold spaces: fields restart after ')'
+    quota = read_quota(pid)
+    return ProcInfo((int(fields[11]) + int(fields[12])) / _CLK_TCK, cpus, quota.cores, quota.periods,
+                    quota.throttled)
+
+
+def read_cpu_ticks(text: str | None = None) -> dict[int, tuple[int, int]]:
+    """Per CPU (busy, total) ticks from /proc/stat; busy excludes idle and iowait."""
+    if text is None:
+        with open("/proc/stat") as fh:
+            text = fh.read()
+    out: dict[int, tuple[int, int]] = {}
+    for line in text.splitlines():
+        m = re.match(r"cpu(\d+)\s+(.*)", line)
+        if not m:
+            continue
+        vals = [int(v) for v in m.group(2).split()]
+        # user nice system idle iowait irq softirq steal [guest guest_nice: already in user/nice]
+        total = sum(vals[:8])
+        out[int(m.group(1))] = (total - vals[3] - vals[4], total)
+    return out
+
+
+#: with a state filter ss drops the State column: Recv-Q Send-Q Local:Port Peer:Port
+_SS_SOCKET = re.compile(r"^(?:[A-Z-]+\s+)?\d+\s+\d+\s+(\S+):(\d+)\s+(\S+):(\d+)")
+
+
+def parse_ss(text: str, ports: Mapping[int, str]) -> dict[str, tuple[int, int]]:
+    """Sum ``bytes_received`` / ``bytes_acked`` of ``ss -tinH`` sockets whose
+    local port is one of ``ports`` (listen port -> link name)."""
+    out = {name: (0, 0) for name in ports.values()}
+    current: str | None = None
+    for line in text.splitlines():
+        m = _SS_SOCKET.match(line.strip()) if not line.startswith((" ", "\t")) else None
+        if m:
+            current = ports.get(int(m.group(2)))
+        if current is None:
+            continue
+        rx = re.search(r"\bbytes_received:(\d+)", line)
+        tx = re.search(r"\bbytes_acked:(\d+)", line)
+        if rx or tx:
+            r0, t0 = out[current]
+            out[current] = (r0 + (int(rx.group(1)) if rx else 0), t0 + (int(tx.group(1)) if tx else 0))
+            current = None
+    return out
+
+
+def read_links(ports: Mapping[int, str]) -> dict[str, tuple[int, int]]:
+    if not ports:
+        return {}
+    try:
+        res = subprocess.run(["ss", "-tinH", "state", "established"], capture_output=True,  # noqa: S607
+                             text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    return parse_ss(res.stdout, ports) if res.returncode == 0 else {}
+
+
+# -- the lab -----------------------------------------------------------------------------------------
+class LabProbe:
+    """Snapshots of the embedded lab: its processes by PID file, its MariaDB
+    servers over their UNIX sockets, its links by Toxiproxy listen port."""
+
+    components = {"primary": "primary", "replica": "replica", "proxy": "haproxy", "toxiproxy": "toxiproxy"}
+
+    def __init__(self, lab: Any) -> None:
+        self.lab = lab
+        self._ports = {ln.listen: ln.name for ln in lab.topology.links if ln.listen}
+
+    def cpu_sets(self) -> dict[str, tuple[int, ...]]:
+        layout = self.lab.cpu_layout
+        if layout.name != "split":
+            return {"machine": tuple(sorted(os.sched_getaffinity(0)))}
+        return {"server": tuple(layout.server), "client": tuple(layout.client)}
+
+    def _status(self, server: str) -> dict[str, float]:
+        names = ",".join(f"'{n}'" for n in STATUS_COUNTERS)
+        with self.lab.admin(server) as conn:
+            cur = conn.cursor()
+            cur.execute(f"SHOW GLOBAL STATUS WHERE Variable_name IN ({names})")  # noqa: S608 - constants
+            rows = cur.fetchall()
+        out: dict[str, float] = {}
+        for name, value in rows:
+            try:
+                out[str(name)] = float(value)
+            except (TypeError, ValueError):
+                continue
+        return out
+
+    def snapshot(self) -> Snapshot:
+        procs: dict[str, ProcInfo] = {}
+        for comp, service in self.components.items():
+            h = self.lab.handle(service)
+            info = read_proc(h.pid) if h is not None and h.alive() else None
+            if info is not None:
+                procs[comp] = info
+        status: dict[str, dict[str, float]] = {}
+        for server in ("primary", "replica"):
+            try:
+                status[server] = self._status(server)
+            except Exception:  # noqa: BLE001,S112 - evidence is best effort; a missing server shows as absent
+                continue
+        return Snapshot(time.monotonic(), procs, read_cpu_ticks(), status, read_links(self._ports))
+
+
+# -- the window -------------------------------------------------------------------------------------
+@dataclass
+class _Window:
+    start: Snapshot
+    end: Snapshot | None = None
+
+
+class EvidenceCollector:
+    """Collects the measured windows of the current cell.
+
+    The load generator calls ``begin`` when its measured window opens and
+    ``end`` when it closes (once per round); ``take`` returns the cell's
+    evidence and starts the next cell. Errors never reach the measurement:
+    a probe that fails leaves a note instead of numbers.
+    """
+
+    def __init__(self, probe: Probe, *, roles: Mapping[str, str] | None = None) -> None:
+        self.probe = probe
+        self.roles = dict(roles or {})
+        self._windows: list[_Window] = []
+        self._notes: list[str] = []
+        self._lock = threading.Lock()
+        self.enabled = True
+
+    def reset(self) -> None:
+        with self._lock:
+            self._windows, self._notes = [], []
+
+    def _safe(self, fn: Callable[[], Snapshot]) -> Snapshot | None:
+        try:
+            return fn()
+        except (OSError, InfrastructureError, ValueError) as exc:
+            self._notes.append(f"snapshot failed: {type(exc).__name__}: {exc}")
+            return None
+
+    def begin(self) -> None:
+        if not self.enabled:
+            return
+        snap = self._safe(self.probe.snapshot)
+        if snap is not None:
+            with self._lock:
+                self._windows.append(_Window(snap))
+
+    def end(self) -> None:
+        if not self.enabled:
+            return
+        with self._lock:
+            open_ = [w for w in self._windows if w.end is None]
+        if not open_:
+            return
+        snap = self._safe(self.probe.snapshot)
+        with self._lock:
+            if snap is None:
+                self._windows.remove(open_[-1])
+            else:
+                open_[-1].end = snap
+
+    def take(self, *, client: Mapping[str, Any] | None = None, qps: float | None = None) -> dict[str, Any] | None:
+        """The evidence of the windows since the last ``take`` (None: none closed)."""
+        with self._lock:
+            windows = [w for w in self._windows if w.end is not None]
+            notes = list(self._notes)
+            self._windows, self._notes = [], []
+        if not windows:
+            return None
+        ev = evidence_from_windows([(w.start, w.end) for w in windows if w.end is not None],
+                                   self.probe.cpu_sets(), client=client, qps=qps)
+        if notes:
+            ev["notes"] = notes
+        return ev
+
+
+def _delta(pairs: Sequence[tuple[Snapshot, Snapshot]], get: Callable[[Snapshot], float | None]) -> float | None:
+    total = 0.0
+    for a, b in pairs:
+        va, vb = get(a), get(b)
+        if va is None or vb is None:
+            return None
+        total += max(0.0, vb - va)
+    return total
+
+
+def _proc_cpu(name: str, s: Snapshot) -> float:
+    return s.procs[name].cpu_seconds
+
+
+def _proc_attr(name: str, attr: str, s: Snapshot) -> float:
+    return float(getattr(s.procs[name], attr))
+
+
+def _ticks(cpus: tuple[int, ...], which: int, s: Snapshot) -> float | None:
+    if not all(c in s.cpu_ticks for c in cpus):
+        return None
+    return float(sum(s.cpu_ticks[c][which] for c in cpus))
+
+
+def _link(name: str, which: int, s: Snapshot) -> float:
+    return float(s.links[name][which])
+
+
+def _status(server: str, name: str, s: Snapshot) -> float | None:
+    return s.status[server].get(name)
+
+
+def evidence_from_windows(pairs: Sequence[tuple[Snapshot, Snapshot]], cpu_sets: Mapping[str, Sequence[int]], *,
+                          client: Mapping[str, Any] | None = None, qps: float | None = None) -> dict[str, Any]:
+    """Turn (start, end) snapshot pairs (one per round) into the cell's evidence.
+
+    Shape (all rates per second over the summed window):
+    ``window_s``; ``components``: name -> {cpu_cores, cpus, cpu_pct (of the
+    CPUs it may use)}; ``cpu_sets``: name -> {cpus, busy_pct (all processes),
+    ours_pct (lab components), members}; ``qps``: tier -> QPS; ``commits``;
+    ``latency_ms``: replication waits; ``links``: name -> {in_bps, out_bps}.
+    """
+    wall = sum(b.t - a.t for a, b in pairs)
+    ev: dict[str, Any] = {"window_s": round(wall, 3), "windows": len(pairs), "source": "proc+status"}
+    if wall <= 0:
+        return ev
+    comps: dict[str, Any] = {}
+    names = sorted(set.intersection(*(set(a.procs) & set(b.procs) for a, b in pairs)))
+    for name in names:
+        sec = _delta(pairs, functools.partial(_proc_cpu, name))
+        last = pairs[-1][1].procs[name]
+        cores = sec / wall if sec is not None else 0.0
+        comps[name] = {"cpu_cores": round(cores, 3), "cpus": list(last.cpus),
+                       "cpu_pct": round(100.0 * cores / last.capacity, 1)}
+        if last.quota_cores:
+            periods = _delta(pairs, functools.partial(_proc_attr, name, "periods"))
+            throttled = _delta(pairs, functools.partial(_proc_attr, name, "throttled"))
+            comps[name]["cpu_limit_cores"] = last.quota_cores
+            if periods:
+                comps[name]["throttled_pct"] = round(100.0 * (throttled or 0.0) / periods, 1)
+    if client and client.get("busy_cores") is not None:
+        ccpus = int(client.get("cores") or 1)
+        comps["client"] = {"cpu_cores": round(float(client["busy_cores"]), 3), "cpus": [],
+                           "cpu_pct": round(100.0 * float(client["busy_cores"]) / max(1, ccpus), 1),
+                           "cores": ccpus}
+    ev["components"] = comps
+
+    sets: dict[str, Any] = {}
+    for set_name, set_cpus in cpu_sets.items():
+        busy = _delta(pairs, functools.partial(_ticks, tuple(set_cpus), 0))
+        total = _delta(pairs, functools.partial(_ticks, tuple(set_cpus), 1))
+        members = [n for n, c in comps.items() if c["cpus"] and set(c["cpus"]) <= set(set_cpus)]
+        if set_name == "client" or set_name == "machine":
+            members += ["client"] if "client" in comps else []
+        ours = sum(comps[n]["cpu_cores"] for n in members)
+        sets[set_name] = {
+            "cpus": list(set_cpus),
+            "busy_pct": round(100.0 * busy / total, 1) if busy is not None and total else None,
+            "ours_pct": round(100.0 * ours / max(1, len(set_cpus)), 1),
+            "members": members,
+        }
+    ev["cpu_sets"] = sets
+
+    tiers: dict[str, float] = {}
+    commits: dict[str, float] = {}
+    lat: dict[str, float] = {}
+    servers = set.intersection(*(set(a.status) & set(b.status) for a, b in pairs)) if pairs else set()
+    for server in sorted(servers):
+        def counter(name: str, server: str = server) -> float | None:
+            return _delta(pairs, functools.partial(_status, server, name))
+
+        q = counter("Questions")
+        if q is not None:
+            tiers[server] = round(q / wall, 1)
+        c = counter("Com_commit")
+        if c is not None:
+            commits[server] = round(c / wall, 1)
+        for what in ("tx", "net"):
+            t_us, n = counter(f"Rpl_semi_sync_master_{what}_wait_time"), counter(f"Rpl_semi_sync_master_{what}_waits")
+            if t_us is not None and n:
+                lat[f"{server}.semi_sync_{what}_wait"] = round(t_us / n / 1000.0, 3)
+    if qps is not None:
+        tiers["client"] = round(qps, 1)
+    ev["qps"] = tiers
+    if commits:
+        ev["commits_per_s"] = commits
+    ev["latency_ms"] = lat
+    links: dict[str, Any] = {}
+    names_l = sorted(set.intersection(*(set(a.links) & set(b.links) for a, b in pairs)))
+    for name in names_l:
+        rx = _delta(pairs, functools.partial(_link, name, 0))
+        tx = _delta(pairs, functools.partial(_link, name, 1))
+        links[name] = {"in_bytes_per_s": round((rx or 0.0) / wall), "out_bytes_per_s": round((tx or 0.0) / wall)}
+    ev["links"] = links
+    return ev
