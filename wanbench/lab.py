@@ -696,6 +696,17 @@ class Lab:
         self._write_state(cpus=layout.to_json())
         return layout
 
+    # -- metrics ------------------------------------------------------------------------
+    def start_prometheus(self) -> LabPrometheus:
+        """Prometheus + node and mysqld exporters for this lab (ports base+10..13),
+        unless they already run; ``down`` stops them with the lab."""
+        prom = LabPrometheus(self.run_dir, self.port_base)
+        if not all(prom.running().values()):
+            prom.down()
+            sockets = {s: self._mariadb_paths(s)["socket"] for s in ("primary", "replica")}
+            prom.up(sockets, self.credentials.password, cpus=self.cpu_layout.client)
+        return prom
+
     # -- CPU limits --------------------------------------------------------------------
     def _cgroup(self, service: str) -> Path:
         try:

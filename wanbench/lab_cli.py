@@ -24,6 +24,9 @@ def register(sub: Any) -> None:
                    help="rpl_semi_sync_master_timeout of a lab this command starts, in ms: how long a commit "
                         "waits for the replica before the primary falls back to asynchronous replication "
                         "(default: 30000; a running lab keeps its value)")
+    p.add_argument("--prometheus", action="store_true",
+                   help="with 'up': also start Prometheus (1 s scrapes) with node and mysqld exporters on "
+                        "ports base+10..13; 'down' stops them (default: off)")
     p.set_defaults(func=run)
 
 
@@ -31,7 +34,10 @@ def run(args: argparse.Namespace) -> int:
     lab = Lab(args.dir, args.port_base, args.cpus, semisync_timeout_ms=args.semisync_timeout)
     if args.action == "up":
         started = lab.up(owner="manual")
-        print(json.dumps({"started": started, **lab.status()}, indent=2))
+        status = lab.status()
+        if args.prometheus:
+            status["prometheus"] = lab.start_prometheus().url
+        print(json.dumps({"started": started, **status}, indent=2))
         return 0
     if args.action == "status":
         status = lab.status()

@@ -1,12 +1,14 @@
 """Server-side evidence of one cell's measurement window, from the kernel and
 the servers' own counters.
 
-Nothing samples *inside* the window: a ``Probe`` takes one snapshot when the
-load generator's measured window opens (sysbench's warm-up checkpoint) and one
-when it ends, and the evidence is the difference. Counters that only grow
-(CPU ticks, ``SHOW GLOBAL STATUS`` counters, TCP byte counters) make two
-reads exact, and the measured processes are never disturbed while they run,
-which is what keeps ``bench/harness_overhead`` unchanged.
+A ``Probe`` takes one snapshot when the load generator's measured window
+opens (sysbench's warm-up checkpoint) and one when it ends, and the evidence
+is the difference. Counters that only grow (CPU ticks, ``SHOW GLOBAL
+STATUS`` counters) make two reads exact, and the measured processes are not
+disturbed while they run. The one thing read inside the window is the TCP
+byte counters of the lab's links, once a second (``ss``), because a socket's
+counters vanish when the load generator closes it; ``bench/harness_overhead``
+measures that this changes nothing.
 
 Sources on the lab:
 - CPU per component: ``/proc/<pid>/stat`` utime + stime (all threads), as a
@@ -38,6 +40,7 @@ from wanbench.errors import InfrastructureError
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 #: SHOW GLOBAL STATUS counters kept (all only grow, so two reads give a delta)
+POLL_S = 1.0
 STATUS_COUNTERS = (
     "Questions", "Com_commit", "Com_select", "Com_insert", "Com_update", "Com_delete",
     "Bytes_sent", "Bytes_received",
@@ -120,27 +123,30 @@ def read_cpu_ticks(text: str | None = None) -> dict[int, tuple[int, int]]:
 _SS_SOCKET = re.compile(r"^(?:[A-Z-]+\s+)?\d+\s+\d+\s+(\S+):(\d+)\s+(\S+):(\d+)")
 
 
-def parse_ss(text: str, ports: Mapping[int, str]) -> dict[str, tuple[int, int]]:
-    """Sum ``bytes_received`` / ``bytes_acked`` of ``ss -tinH`` sockets whose
+SocketKey = tuple[str, int, str, int]  # link, local port, peer address, peer port
+
+
+def parse_ss(text: str, ports: Mapping[int, str]) -> dict[SocketKey, tuple[int, int]]:
+    """``bytes_received`` / ``bytes_acked`` of each ``ss -tinH`` socket whose
     local port is one of ``ports`` (listen port -> link name)."""
-    out = {name: (0, 0) for name in ports.values()}
-    current: str | None = None
+    out: dict[SocketKey, tuple[int, int]] = {}
+    current: SocketKey | None = None
     for line in text.splitlines():
         m = _SS_SOCKET.match(line.strip()) if not line.startswith((" ", "\t")) else None
         if m:
-            current = ports.get(int(m.group(2)))
+            link = ports.get(int(m.group(2)))
+            current = (link, int(m.group(2)), m.group(3), int(m.group(4))) if link else None
         if current is None:
             continue
         rx = re.search(r"\bbytes_received:(\d+)", line)
         tx = re.search(r"\bbytes_acked:(\d+)", line)
         if rx or tx:
-            r0, t0 = out[current]
-            out[current] = (r0 + (int(rx.group(1)) if rx else 0), t0 + (int(tx.group(1)) if tx else 0))
+            out[current] = (int(rx.group(1)) if rx else 0, int(tx.group(1)) if tx else 0)
             current = None
     return out
 
 
-def read_links(ports: Mapping[int, str]) -> dict[str, tuple[int, int]]:
+def read_sockets(ports: Mapping[int, str]) -> dict[SocketKey, tuple[int, int]]:
     if not ports:
         return {}
     try:
@@ -149,6 +155,34 @@ def read_links(ports: Mapping[int, str]) -> dict[str, tuple[int, int]]:
     except (OSError, subprocess.TimeoutExpired):
         return {}
     return parse_ss(res.stdout, ports) if res.returncode == 0 else {}
+
+
+class LinkBytes:
+    """Bytes through each link since this object was made, as a counter that
+    only grows: TCP counters die with their socket (sysbench closes its
+    connections before its window's end is read), so each socket's last
+    value seen is kept when it closes. ``poll`` once a second inside a window
+    loses at most the last second of a socket that closes."""
+
+    def __init__(self, ports: Mapping[int, str]) -> None:
+        self.ports = dict(ports)
+        self._open: dict[SocketKey, tuple[int, int]] = {}
+        self._closed: dict[str, tuple[int, int]] = {name: (0, 0) for name in self.ports.values()}
+        self._lock = threading.Lock()
+
+    def poll(self) -> dict[str, tuple[int, int]]:
+        now = read_sockets(self.ports)
+        with self._lock:
+            for key, last in self._open.items():
+                if key not in now:
+                    r, t = self._closed[key[0]]
+                    self._closed[key[0]] = (r + last[0], t + last[1])
+            self._open = now
+            totals = dict(self._closed)
+            for key, (r, t) in now.items():
+                r0, t0 = totals[key[0]]
+                totals[key[0]] = (r0 + r, t0 + t)
+        return totals
 
 
 # -- the lab -----------------------------------------------------------------------------------------
@@ -160,7 +194,7 @@ class LabProbe:
 
     def __init__(self, lab: Any) -> None:
         self.lab = lab
-        self._ports = {ln.listen: ln.name for ln in lab.topology.links if ln.listen}
+        self.links = LinkBytes({ln.listen: ln.name for ln in lab.topology.links if ln.listen})
 
     def cpu_sets(self) -> dict[str, tuple[int, ...]]:
         layout = self.lab.cpu_layout
@@ -195,7 +229,10 @@ class LabProbe:
                 status[server] = self._status(server)
             except Exception:  # noqa: BLE001,S112 - evidence is best effort; a missing server shows as absent
                 continue
-        return Snapshot(time.monotonic(), procs, read_cpu_ticks(), status, read_links(self._ports))
+        return Snapshot(time.monotonic(), procs, read_cpu_ticks(), status, self.links.poll())
+
+    def poll(self) -> None:
+        self.links.poll()
 
 
 # -- the window -------------------------------------------------------------------------------------
@@ -221,6 +258,32 @@ class EvidenceCollector:
         self._notes: list[str] = []
         self._lock = threading.Lock()
         self.enabled = True
+        self._stop_poll = threading.Event()
+        self._poller: threading.Thread | None = None
+
+    def _poll_loop(self) -> None:
+        poll = getattr(self.probe, "poll", None)
+        # a sampling period, not a wait for a condition: once a second is
+        # enough for counters that only need a socket's last value
+        while poll is not None and not self._stop_poll.wait(POLL_S):
+            try:
+                poll()
+            except (OSError, InfrastructureError, ValueError) as exc:
+                self._notes.append(f"poll failed: {type(exc).__name__}: {exc}")
+                return
+
+    def _start_poller(self) -> None:
+        if getattr(self.probe, "poll", None) is None or (self._poller and self._poller.is_alive()):
+            return
+        self._stop_poll.clear()
+        self._poller = threading.Thread(target=self._poll_loop, name="wanbench-evidence-poll", daemon=True)
+        self._poller.start()
+
+    def _stop_poller(self) -> None:
+        self._stop_poll.set()
+        if self._poller is not None:
+            self._poller.join(5)
+            self._poller = None
 
     def reset(self) -> None:
         with self._lock:
@@ -240,6 +303,7 @@ class EvidenceCollector:
         if snap is not None:
             with self._lock:
                 self._windows.append(_Window(snap))
+            self._start_poller()
 
     def end(self) -> None:
         if not self.enabled:
@@ -248,6 +312,7 @@ class EvidenceCollector:
             open_ = [w for w in self._windows if w.end is None]
         if not open_:
             return
+        self._stop_poller()
         snap = self._safe(self.probe.snapshot)
         with self._lock:
             if snap is None:
@@ -369,7 +434,7 @@ def evidence_from_windows(pairs: Sequence[tuple[Snapshot, Snapshot]], cpu_sets: 
             commits[server] = round(c / wall, 1)
         for what in ("tx", "net"):
             t_us, n = counter(f"Rpl_semi_sync_master_{what}_wait_time"), counter(f"Rpl_semi_sync_master_{what}_waits")
-            if t_us is not None and n:
+            if t_us and n:  # MariaDB keeps the net wait counters at 0: skip them then
                 lat[f"{server}.semi_sync_{what}_wait"] = round(t_us / n / 1000.0, 3)
     if qps is not None:
         tiers["client"] = round(qps, 1)

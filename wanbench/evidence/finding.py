@@ -23,6 +23,9 @@ from typing import Any
 
 KNEE_GAIN = 0.10
 SATURATED_PCT = 85.0
+#: a process under a CPU quota that is throttled in this share of its CFS
+#: periods is at its limit even when other load keeps it below SATURATED_PCT
+THROTTLED_PCT = 50.0
 
 #: component name (or TiDB role) -> the tier it plays, for the sentence
 TIERS = {
@@ -81,6 +84,7 @@ class Saturated:
     busy_pct: float
     component: str  # the lab component (or TiDB instance) using it most, or "other"
     kind: str  # component | client | set | other
+    ours_pct: float | None = None  # share of the resource the cluster's own processes used
 
 
 def _limit_text(c: Mapping[str, Any]) -> str:
@@ -103,7 +107,8 @@ def saturation(p: Point) -> list[Saturated]:
     out: list[Saturated] = []
     for name, c in comps.items():
         pct = c.get("cpu_pct")
-        if pct is not None and pct >= SATURATED_PCT and name != "client":
+        throttled = c.get("throttled_pct")
+        if name != "client" and pct is not None and (pct >= SATURATED_PCT or (throttled or 0) >= THROTTLED_PCT):
             out.append(Saturated(f"{name} CPU ({_limit_text(c)})", float(pct), name, "component"))
     if p.client.get("saturated"):
         out.append(Saturated("client CPU", float(p.client.get("share", 1.0)) * 100.0, "client", "client"))
@@ -118,8 +123,7 @@ def saturation(p: Point) -> list[Saturated]:
             top = max(members, key=lambda m: comps[m]["cpu_cores"])
             out.append(Saturated(f"{name} CPUs {cpus}", float(busy), top, "set"))
         else:
-            out.append(Saturated(f"{name} CPUs {cpus} (the lab uses {ours or 0:.0f} % of them)", float(busy),
-                                 "other", "other"))
+            out.append(Saturated(f"{name} CPUs {cpus}", float(busy), "other", "other", ours))
     out.sort(key=lambda s: (_PRIORITY[s.kind], -s.busy_pct))
     return out
 
@@ -166,19 +170,24 @@ def finding_for(group: str, points: Sequence[Point], *, added_rtt_ms: float = 0.
         where += (f" ({_fmt(at.qps)} -> {_fmt(nxt.qps)} QPS at {nxt.concurrency}, "
                   f"p95 {at.latency_ms:.3g} -> {nxt.latency_ms:.3g} ms)")
     cpu = _cpu_phrase(at.evidence)
-    if sat:
-        top = sat[0]
+    own = [x for x in sat if x.kind != "other"]
+    others = [x for x in sat if x.kind == "other"]
+    caveat = ""
+    if others:
+        o = others[0]
+        caveat = (f" Note: {o.resource} were {o.busy_pct:.0f} % busy while the lab used {o.ours_pct or 0:.0f} %: "
+                  "other processes on this machine may have disturbed these numbers.")
+        numbers["other_load"] = [x.resource for x in others]
+    if own:
+        top = own[0]
         numbers.update(saturated_resource=top.resource, busy_pct=top.busy_pct, component=top.component,
                        kind=top.kind)
-        saturated = tuple(dict.fromkeys(x.resource for x in sat))
-        if top.kind == "other":
-            sentence = (f"{group}: {where}; {cpu}: {top.resource} are {top.busy_pct:.0f} % busy, mostly with "
-                        "other processes on this machine: they, not the database, limit these numbers.")
-            return Finding(group, sentence, knee, "other", saturated, numbers)
         tier = TIERS.get(top.component.split("@")[0], top.component)
         sentence = (f"{group}: {where}; {cpu}: {top.resource} {top.busy_pct:.0f} % busy"
-                    f"{'' if top.kind == 'component' else ', mostly ' + top.component}: {tier} is the bottleneck.")
-        return Finding(group, sentence, knee, top.component, saturated, numbers)
+                    f"{'' if top.kind == 'component' else ', mostly ' + top.component}: {tier} is the bottleneck."
+                    + caveat)
+        return Finding(group, sentence, knee, top.component, tuple(dict.fromkeys(x.resource for x in own)),
+                       numbers)
     if not at.evidence:
         sentence = f"{group}: {where}; no server-side evidence was recorded, so the saturated resource is unknown."
         return Finding(group, sentence, knee, None, (), numbers)
@@ -192,8 +201,8 @@ def finding_for(group: str, points: Sequence[Point], *, added_rtt_ms: float = 0.
         cap = at.concurrency / (added_rtt_ms / 1000.0)
         numbers["rtt_cap_qps"] = cap
         arith += f"; the added RTT alone caps it at {at.concurrency} / {added_rtt_ms:g} ms = {_fmt(cap)} QPS"
-    sentence = (f"{group}: {where}; nothing is saturated ({cpu}): latency-bound concurrency, {arith}. "
-                f"More concurrency, not more CPU, raises QPS here.")
+    sentence = (f"{group}: {where}; nothing of the cluster is saturated ({cpu}): latency-bound concurrency, "
+                f"{arith}. More concurrency, not more CPU, raises QPS here." + caveat)
     return Finding(group, sentence, knee, "latency", (), numbers)
 
 

@@ -243,7 +243,13 @@ class LabPrometheus:
     def up(self, sockets: Mapping[str, Path], password: str, *, cpus: tuple[int, ...] = ()) -> None:
         """Start the stack (``sockets``: server -> MariaDB UNIX socket); the
         exporters log in as root over the socket, given in their environment."""
-        from wanbench.lab import find_binary  # the lab imports this module's users, not the reverse
+        from wanbench.lab import find_binary, port_free  # the lab imports this module, not the reverse
+
+        ports = [self.port_base + p for p in (P_PROMETHEUS, P_NODE_EXPORTER, P_MYSQLD_EXPORTER_PRIMARY,
+                                              P_MYSQLD_EXPORTER_REPLICA)]
+        busy = [p for p in ports if not port_free(p)]
+        if busy:
+            raise InfrastructureError(f"the lab's Prometheus ports {busy} on 127.0.0.1 are in use")
 
         prom = find_binary("prometheus", "/usr/bin/prometheus")
         node = find_binary("prometheus-node-exporter", "/usr/bin/prometheus-node-exporter")

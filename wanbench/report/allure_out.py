@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import html
 import json
 import math
 import os
@@ -43,6 +44,7 @@ from allure_commons._allure import StepContext
 from allure_commons.types import AttachmentType
 
 from wanbench.report import charts, tables
+from wanbench.report import evidence as evidence_report
 from wanbench.results import YCSB_OPS, CellResult, write_json_atomic
 
 #: Allure 2 ``categories.json`` / Allure 3 config ``categories`` (compatible
@@ -263,6 +265,12 @@ def attach_cell(
         _attach(report, f"{cell.workload.workload} report, round {i}", AttachmentType.TEXT)
     if cell.fault:
         _attach(_dumps(cell.fault), "fault evidence", AttachmentType.JSON)
+    if evidence_report.evidence_of(cell):
+        level_cells = evidence_report.same_level(cell, scenario_cells)
+        _attach(evidence_report.evidence_html(cell), "server-side evidence", AttachmentType.HTML)
+        _attach(evidence_report.cpu_qps_chart(level_cells), "CPU per component and QPS vs concurrency",
+                AttachmentType.SVG)
+        _attach(_dumps(cell.extra["evidence"]), "server-side evidence (JSON)", AttachmentType.JSON)
     if cell.verdict:
         _attach(_dumps(cell.verdict), "budget rule and verdict", AttachmentType.JSON)
     if baseline:
@@ -305,7 +313,14 @@ def _describe(cell: CellResult, baseline: Mapping[str, Any] | None, scenario_cel
     """Set the HTML description (table + QPS chart inline, so the overview shows
     the numbers and the curve without a click); returns the chart."""
     qps_chart = charts.qps_vs_concurrency(scenario_cells, _baselines_of(cell))
-    allure.dynamic.description_html(redact(tables.cell_html(cell, baseline) + "\n" + _inline_svg(qps_chart)))
+    evidence = ""
+    if evidence_report.evidence_of(cell):
+        found = evidence_report.finding_for_cells(evidence_report.same_level(cell, scenario_cells))
+        if found is not None:
+            evidence += f"<p><b>Finding:</b> {html.escape(found.sentence)}</p>"
+        evidence += evidence_report.evidence_html(cell)
+    allure.dynamic.description_html(redact(tables.cell_html(cell, baseline) + "\n" + evidence + "\n"
+                                           + _inline_svg(qps_chart)))
     return qps_chart
 
 

@@ -1,0 +1,138 @@
+"""The evidence arithmetic and the finding's rules, on constructed inputs
+(the lab and Prometheus self-tests check the same code on real ones)."""
+
+from __future__ import annotations
+
+import pytest
+
+from fixtures.evidence import evidence_line, parse_cpu_limits
+from wanbench.errors import ConfigError
+from wanbench.evidence.collect import ProcInfo, Snapshot, evidence_from_windows, parse_ss, read_cpu_ticks
+from wanbench.evidence.finding import Point, find_knee, finding_for, findings
+from wanbench.report.evidence import cpu_qps_chart, evidence_html
+from wanbench.results import CellResult, Latency, Round, WorkloadResult
+
+SS = """0      0      127.0.0.1:23401 127.0.0.1:52598
+\t bbr wscale:10,10 rto:204 bytes_sent:900 bytes_acked:800 bytes_received:5000 segs_out:20
+0      0      127.0.0.1:40000 127.0.0.1:23401
+\t bbr wscale:10,10 rto:204 bytes_sent:1 bytes_acked:1 bytes_received:1 segs_out:1
+0      0      127.0.0.1:23401 127.0.0.1:52600
+\t bbr bytes_acked:200 bytes_received:1000
+"""
+
+
+def test_parse_ss_keeps_sockets_on_link_ports_only() -> None:
+    got = parse_ss(SS, {23401: "client_proxy"})
+    assert got == {("client_proxy", 23401, "127.0.0.1", 52598): (5000, 800),
+                   ("client_proxy", 23401, "127.0.0.1", 52600): (1000, 200)}
+
+
+def test_cpu_ticks_exclude_idle_and_iowait() -> None:
+    text = "cpu  1 2 3 4 5 6 7 8 0 0\ncpu0 10 0 10 70 10 0 0 0 0 0\ncpu1 50 0 0 50 0 0 0 0 0 0\n"
+    assert read_cpu_ticks(text) == {0: (20, 100), 1: (50, 100)}
+
+
+def _snap(t: float, primary_cpu: float, questions: float, ticks: int, quota: float | None = None,
+          periods: int = 0, throttled: int = 0) -> Snapshot:
+    return Snapshot(t, {"primary": ProcInfo(primary_cpu, (1,), quota, periods, throttled),
+                        "haproxy": ProcInfo(primary_cpu / 10, (0,))},
+                    {0: (ticks // 4, ticks), 1: (ticks, ticks)},
+                    {"primary": {"Questions": questions, "Rpl_semi_sync_master_tx_wait_time": questions * 20_000,
+                                 "Rpl_semi_sync_master_tx_waits": questions}},
+                    {"replica_primary": (int(questions), int(questions) * 2)})
+
+
+def test_window_deltas() -> None:
+    a, b = _snap(10.0, 100.0, 1000, 1000, 0.5, 100, 10), _snap(12.0, 100.9, 5000, 1200, 0.5, 120, 28)
+    ev = evidence_from_windows([(a, b)], {"server": (1,), "client": (0,)},
+                               client={"busy_cores": 0.3, "cores": 1}, qps=1990.0)
+    assert ev["window_s"] == 2.0
+    primary = ev["components"]["primary"]
+    assert primary["cpu_cores"] == pytest.approx(0.45)
+    assert primary["cpu_pct"] == pytest.approx(90.0)  # of its 0.5-core quota, not of CPU 1
+    assert primary["throttled_pct"] == pytest.approx(90.0)
+    assert ev["components"]["client"]["cpu_pct"] == pytest.approx(30.0)
+    assert ev["cpu_sets"]["server"]["busy_pct"] == pytest.approx(100.0)
+    assert ev["cpu_sets"]["client"]["members"] == ["haproxy", "client"]
+    assert ev["qps"] == {"primary": 2000.0, "client": 1990.0}
+    assert ev["latency_ms"]["primary.semi_sync_tx_wait"] == pytest.approx(20.0)
+    assert ev["links"]["replica_primary"] == {"in_bytes_per_s": 2000, "out_bytes_per_s": 4000}
+
+
+def _ev(primary_pct: float, *, server_busy: float = 50.0, ours: float = 50.0) -> dict:
+    return {"components": {"primary": {"cpu_cores": primary_pct / 100, "cpu_pct": primary_pct, "cpus": [1]},
+                           "replica": {"cpu_cores": 0.1, "cpu_pct": 10.0, "cpus": [1]},
+                           "client": {"cpu_cores": 0.3, "cpu_pct": 30.0, "cpus": []}},
+            "cpu_sets": {"server": {"cpus": [1], "busy_pct": server_busy, "ours_pct": ours,
+                                    "members": ["primary", "replica"]}}}
+
+
+def test_knee_needs_flat_qps_and_rising_latency() -> None:
+    pts = [Point(8, 1000, 8, 8), Point(16, 1900, 9, 8), Point(32, 2000, 16, 16), Point(64, 2050, 31, 31)]
+    assert find_knee(pts) == 16
+    # flat QPS with falling latency is noise, not a knee
+    assert find_knee([Point(8, 1000, 8, 8), Point(16, 1050, 7, 7)]) is None
+
+
+def test_saturated_primary_is_the_sql_tier() -> None:
+    pts = [Point(8, 1000, 8, 8, _ev(60)), Point(16, 1900, 9, 8, _ev(90)), Point(32, 2000, 16, 16, _ev(97)),
+           Point(64, 2050, 31, 31, _ev(97))]
+    f = finding_for("oltp_read_write (proxy)", pts)
+    assert f is not None
+    assert f.knee == 16
+    assert f.bottleneck == "primary"
+    assert f.sentence.startswith("oltp_read_write (proxy): QPS stops growing at 16 threads (1900 -> 2000 QPS at 32")
+    assert "the SQL tier is the bottleneck" in f.sentence
+
+
+def test_busy_machine_is_a_caveat_not_a_bottleneck() -> None:
+    pts = [Point(2, 80, 25, 25, _ev(5, server_busy=98, ours=15)), Point(8, 310, 26, 25.8, _ev(15, server_busy=97,
+                                                                                               ours=25))]
+    f = finding_for("rtt replica_write 20ms", pts, added_rtt_ms=20)
+    assert f is not None
+    assert f.bottleneck == "latency"
+    assert "8 threads / 25.8 ms average latency = 310 QPS (measured 310)" in f.sentence
+    assert "8 / 20 ms = 400 QPS" in f.sentence
+    assert "other processes on this machine may have disturbed" in f.sentence
+
+
+def test_no_evidence_says_unknown() -> None:
+    f = finding_for("x (direct)", [Point(8, 100, 1, 1), Point(16, 101, 2, 2)])
+    assert f is not None
+    assert f.bottleneck is None
+    assert "unknown" in f.sentence
+
+
+def _cell(c: int, qps: float, ev: dict) -> CellResult:
+    lat = Latency(avg=c / qps * 1000, p95=c / qps * 1200)
+    w = WorkloadResult("oltp_read_write", c, (Round(10, int(qps * 10), qps, latency_ms=lat),), lat)
+    return CellResult(f"test_oltp[oltp_read_write-direct-t{c}]", "sysbench", "oltp_read_write",
+                      {"kind": "none", "value": 0, "label": "direct"}, c, w, path="direct",
+                      extra={"evidence": ev})
+
+
+def test_results_json_cells_give_findings_lines_and_report_parts() -> None:
+    cells = [_cell(8, 1000, _ev(60)), _cell(16, 1900, _ev(90)), _cell(32, 2000, _ev(97))]
+    found = findings(c.to_json() for c in cells)
+    assert [f.group for f in found] == ["oltp_read_write (direct)"]
+    assert found[0].bottleneck == "primary"
+    line = evidence_line(cells[2].to_json())
+    assert line is not None
+    assert line.startswith("test_oltp[oltp_read_write-direct-t32]: CPU primary 97%")
+    html = evidence_html(cells[2])
+    assert "<table>" in html
+    assert "primary" in html
+    svg = cpu_qps_chart(cells)
+    assert svg.startswith("<svg")
+    assert "primary CPU %" in svg
+    assert "QPS" in svg
+
+
+@pytest.mark.parametrize("text", ["primary", "nosuch=1", "primary=x", "primary=0"])
+def test_cpu_limit_option_rejects(text: str) -> None:
+    with pytest.raises(ConfigError):
+        parse_cpu_limits(text)
+
+
+def test_cpu_limit_option_parses() -> None:
+    assert parse_cpu_limits("primary=0.25, replica=1") == {"primary": 0.25, "replica": 1.0}
