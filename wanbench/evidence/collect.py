@@ -286,6 +286,7 @@ class EvidenceCollector:
             self._poller = None
 
     def reset(self) -> None:
+        self._stop_poller()
         with self._lock:
             self._windows, self._notes = [], []
 
@@ -322,6 +323,7 @@ class EvidenceCollector:
 
     def take(self, *, client: Mapping[str, Any] | None = None, qps: float | None = None) -> dict[str, Any] | None:
         """The evidence of the windows since the last ``take`` (None: none closed)."""
+        self._stop_poller()  # a window whose end never came (its run was interrupted)
         with self._lock:
             windows = [w for w in self._windows if w.end is not None]
             notes = list(self._notes)
