@@ -111,3 +111,28 @@ def test_finding_names_tikv_from_prometheus_evidence(prometheus: PromClient) -> 
     assert f.bottleneck == "tikv@10.160.152.24:20180", f.sentence
     assert "the storage tier (TiKV) is the bottleneck" in f.sentence
     assert "95 %" in f.sentence
+
+
+def test_tidb_collector_asks_for_its_windows(prometheus: PromClient) -> None:
+    from fixtures.evidence import TidbWindows
+
+    windows = TidbWindows(prometheus)
+    windows._edges = [[END - 240.0, END - 120.0], [END - 110.0, END]]  # two rounds' wall-clock edges
+    ev = windows.take(qps=7100.0)
+    assert ev is not None
+    assert ev["window_s"] == pytest.approx(240.0)
+    assert ev["qps"]["client"] == 7100.0
+    assert ev["qps"]["tidb"] == pytest.approx(7200, rel=0.01)
+    assert windows.take() is None  # taken: the next cell starts empty
+
+
+def test_unreachable_prometheus_is_an_error_note_not_a_failure() -> None:
+    from fixtures.evidence import TidbWindows
+
+    port = free_port_base(35090, 35099, span=1)  # nothing listens there
+    windows = TidbWindows(PromClient(f"http://127.0.0.1:{port}", timeout=2))
+    windows.begin()
+    windows.end()
+    ev = windows.take()
+    assert ev is not None
+    assert "not reachable" in ev["error"]
