@@ -34,12 +34,19 @@ from typing import TYPE_CHECKING, Any
 import mysql.connector
 
 from wanbench import cpulimit
-from wanbench.errors import InfrastructureError, MissingToolError
+from wanbench.errors import InfrastructureError
 from wanbench.evidence.prometheus import LabPrometheus
 from wanbench.executors.local import LocalExecutor
 from wanbench.faults.deadman import STATE_DIR
 from wanbench.faults.toxiproxy import TOXIC_PREFIX, ToxiproxyClient
-from wanbench.procs import ProcessHandle, log_tail, proc_start_time, spawn
+from wanbench.procs import (  # find_binary, port_free: used here and imported from here by callers
+    ProcessHandle,
+    find_binary,
+    log_tail,
+    port_free,
+    proc_start_time,
+    spawn,
+)
 from wanbench.topology import Component, Link, Topology
 from wanbench.wait import wait_for
 
@@ -70,13 +77,6 @@ class Credentials:
 
     def __repr__(self) -> str:  # never print the password
         return f"Credentials(user={self.user!r}, password='***')"
-
-
-def find_binary(name: str, *candidates: str) -> str:
-    for c in (*candidates, shutil.which(name)):
-        if c and Path(c).is_file() and os.access(c, os.X_OK):
-            return str(c)
-    raise MissingToolError(name, "run scripts/setup")
 
 
 def lab_links(base: int) -> tuple[Link, ...]:
@@ -162,16 +162,6 @@ class CpuLayout:
 
 def _cpu_list(cpus: Sequence[int]) -> str:
     return ",".join(str(c) for c in cpus)
-
-
-def port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 class Lab:

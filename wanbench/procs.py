@@ -7,14 +7,16 @@ import ctypes
 import json
 import os
 import resource
+import shutil
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from wanbench.errors import InfrastructureError
+from wanbench.errors import InfrastructureError, MissingToolError
 
 #: Servers we started in this process, kept so they are reaped, not leaked.
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
@@ -212,3 +214,22 @@ def log_tail(path: Path, lines: int = 8) -> str:
     except FileNotFoundError:
         return "(no log)"
     return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def find_binary(name: str, *candidates: str) -> str:
+    """The first executable of ``candidates`` or ``name`` on PATH."""
+    for c in (*candidates, shutil.which(name)):
+        if c and Path(c).is_file() and os.access(c, os.X_OK):
+            return str(c)
+    raise MissingToolError(name, "run scripts/setup")
+
+
+def port_free(port: int) -> bool:
+    """Whether a server could listen on 127.0.0.1:``port`` now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True

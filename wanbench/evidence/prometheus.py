@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from wanbench.errors import InfrastructureError
-from wanbench.procs import ProcessHandle, log_tail, spawn
+from wanbench.procs import ProcessHandle, find_binary, log_tail, port_free, spawn
 from wanbench.wait import wait_for
 
 P_PROMETHEUS, P_NODE_EXPORTER, P_MYSQLD_EXPORTER_PRIMARY, P_MYSQLD_EXPORTER_REPLICA = 10, 11, 12, 13
@@ -243,8 +243,6 @@ class LabPrometheus:
     def up(self, sockets: Mapping[str, Path], password: str, *, cpus: tuple[int, ...] = ()) -> None:
         """Start the stack (``sockets``: server -> MariaDB UNIX socket); the
         exporters log in as root over the socket, given in their environment."""
-        from wanbench.lab import find_binary, port_free  # the lab imports this module, not the reverse
-
         ports = [self.port_base + p for p in (P_PROMETHEUS, P_NODE_EXPORTER, P_MYSQLD_EXPORTER_PRIMARY,
                                               P_MYSQLD_EXPORTER_REPLICA)]
         busy = [p for p in ports if not port_free(p)]
