@@ -108,7 +108,7 @@ def test_lab_prometheus_scrapes_the_lab_and_stops_with_it(scratch: Path) -> None
         start = time.time()
         with lab.admin("primary") as conn:
             cur = conn.cursor()
-            for _ in range(500):
+            while time.time() - start < 4:  # load spread over several 1 s scrapes
                 cur.execute("SELECT 1")
                 cur.fetchall()
         loaded = time.time()
@@ -120,6 +120,7 @@ def test_lab_prometheus_scrapes_the_lab_and_stops_with_it(scratch: Path) -> None
 
         wait_for(scraped_after_load, what="a scrape after the load", timeout=30)
         ev = prom.evidence(start, time.time())
-        assert ev["questions"]["mysqld_primary"] > ev["questions"]["mysqld_replica"], ev
+        # the exporters' own queries (~10/s) hit both servers; the load only the primary
+        assert ev["questions"]["mysqld_primary"] > ev["questions"]["mysqld_replica"] + 50, ev
         assert set(ev["node_cpu_busy"]) >= {"0"}, ev
     assert not any(h is not None and h.alive() for h in handles), "the lab's Prometheus outlived the lab"
