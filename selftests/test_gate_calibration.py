@@ -79,7 +79,7 @@ def test_script_runs_every_side_as_a_separate_invocation(tmp_path: Path) -> None
     res = subprocess.run(
         [sys.executable, str(SCRIPT), "--workloads", "read", "--same", "2", "--handicapped", "1",
          "--baseline-runs", "1", "--max-runs", "1", "--rounds", "2", "--handicap-rate", "300",
-         "--lab-port-base", "29300", "--json", str(out)],
+         "--lab-port-base", "23730", "--json", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=420, check=False,
     )
     # 2 + 1 runs are too few for the targets: the verdict must say FAIL
