@@ -2,13 +2,17 @@
 
 The suite (``tests/`` in the checkout) ships in the package as
 ``wanbench.suite``; this runs ``pytest --pyargs wanbench.suite`` with the
-given arguments, in this process. It is a shortcut, not a second runner:
-every pytest and wanbench option works as with ``pytest`` itself.
+given arguments: this process becomes that pytest (exec), so it is exactly
+``python -m pytest --pyargs wanbench.suite ARGS`` (a fresh interpreter: pytest
+can rewrite the plugin's asserts, and signals and the exit status are pytest's).
+Every pytest and wanbench option works as with ``pytest`` itself.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from typing import Any
 
 SUITE = "wanbench.suite"
@@ -39,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
 def run_pytest(extra: list[str]) -> int:
     """What ``wanbench run ...`` does (wanbench.cli hands it the raw arguments;
     ``wanbench run --help`` is pytest's help, wanbench's options included)."""
-    import pytest
-
-    return int(pytest.main(pytest_argv(extra)))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, "-m", "pytest", *pytest_argv(extra)])
+    return 0  # not reached: execv replaces this process
