@@ -251,3 +251,14 @@ def test_benchmark_compare_against_a_saved_run(cells: pytest.Pytester, tmp_path:
     assert second.ret == 0, second.stdout.str()
     second.stderr.fnmatch_lines(["*Comparing against benchmarks from*0001_*"])
     second.stdout.fnmatch_lines(["*test_cell[[]a[]] (0001_*", "*test_cell[[]a[]] (NOW)*"])
+
+
+def test_a_run_whose_cells_all_broke_still_ends_with_its_summary(cells: pytest.Pytester, tmp_path: Path) -> None:
+    """pytest-benchmark's "no benchmarks have been run" warning, under
+    warnings-as-errors, used to end such a run in a traceback."""
+    cells.makeconftest(CONFTEST.replace("    return json.loads", "    raise RuntimeError('no cluster')\n    return"))
+    res = run(cells, "-W", "error", "--baseline-dir", str(tmp_path / "store"),
+              f"--benchmark-json={tmp_path / 'b.json'}")
+    assert res.ret == 1, res.stdout.str() + res.stderr.str()
+    res.stdout.fnmatch_lines(["*RuntimeError: no cluster*", "*2 failed, 1 passed*"], consecutive=False)
+    assert "Traceback" not in res.stderr.str()

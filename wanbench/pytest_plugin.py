@@ -15,6 +15,7 @@ the list is the whole table. Markers are registered here too, so
 from __future__ import annotations
 
 import copy
+import warnings
 from typing import Any
 
 import pytest
@@ -57,6 +58,20 @@ def pytest_configure(config: pytest.Config) -> None:
     for name, text in MARKERS.items():
         if name not in known:
             config.addinivalue_line("markers", f"{name}: {text}")
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: around pytest-benchmark's own wrapper
+def pytest_sessionfinish(session: pytest.Session) -> Any:
+    """When every cell errored (the lab did not start, say), pytest-benchmark
+    warns at the end that it saved nothing (--benchmark-json/-autosave). With
+    ``filterwarnings = error`` that warning was an exception inside
+    pytest_sessionfinish: a traceback instead of the run's summary and the
+    errors that explain it. Shown as a warning instead."""
+    from pytest_benchmark.logger import PytestBenchmarkWarning
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("default", message="Not saving anything", category=PytestBenchmarkWarning)
+        return (yield)
 
 
 @pytest.hookimpl(tryfirst=True)
