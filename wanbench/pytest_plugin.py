@@ -8,7 +8,9 @@ that conftest, and by then ``--cluster /abs/path`` has already been taken for
 a test path.)
 
 The fixture and hook modules below are loaded as this module's own plugins;
-the list is the whole table. Markers are registered here too, so
+the list is the whole table. A module that imports another one at its top
+must come after it (pytest marks each for assertion rewriting as it loads it,
+and warns about one imported earlier). Markers are registered here too, so
 ``--strict-markers`` works with no ``pytest.ini`` at all.
 """
 
@@ -22,8 +24,8 @@ import pytest
 
 pytest_plugins = [
     "wanbench.fixtures.options",
-    "wanbench.fixtures.progress",
     "wanbench.fixtures.cluster",
+    "wanbench.fixtures.progress",
     "wanbench.fixtures.faults",
     "wanbench.fixtures.evidence",
     "wanbench.fixtures.workloads",
