@@ -24,8 +24,8 @@ import pytest
 
 pytest_plugins = [
     "wanbench.fixtures.options",
-    "wanbench.fixtures.cluster",
     "wanbench.fixtures.progress",
+    "wanbench.fixtures.cluster",
     "wanbench.fixtures.faults",
     "wanbench.fixtures.evidence",
     "wanbench.fixtures.workloads",
