@@ -63,14 +63,6 @@ def test_not_a_cell():
 '''
 
 
-@pytest.fixture(autouse=True)
-def _not_an_xdist_worker(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Run under `-n`, the pytest in the subprocess would inherit the worker's
-    environment and think it is one (pytest-benchmark then disables itself)."""
-    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
-        monkeypatch.delenv(name, raising=False)
-
-
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest_subprocess("-p", "no:randomly", *args, timeout=120)
 
