@@ -184,7 +184,8 @@ def test_progress_lines_are_whole_and_count_cells(cells: pytest.Pytester, tmp_pa
     assert len(cell_lines) == 2, out
     assert cell_lines[0].startswith("[wanbench] cell 1 of 2: test_cell[a] (elapsed ")
     assert "time left: known after the first cell" in cell_lines[0]
-    assert re.search(r"cell 2 of 2: test_cell\[b\] \(elapsed \d+s, about \d+s left\)", cell_lines[1]), cell_lines
+    header = r"cell 2 of 2: test_cell\[b\] \(elapsed [\dhms]+, about [\dhms]+ left\)"
+    assert re.search(header, cell_lines[1]), cell_lines
     assert sum("[wanbench]   round" in line for line in out) == 4
     gate = next(i for i, line in enumerate(out) if " wanbench gate " in line)
     assert out[gate + 1].strip(), "blank line under a summary header"
