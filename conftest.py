@@ -1,15 +1,8 @@
-# Thin on purpose: fixtures live in fixtures/, logic in the wanbench package.
-pytest_plugins = [
-    "fixtures.options",
-    "fixtures.cluster",
-    "fixtures.faults",
-    "fixtures.evidence",
-    "fixtures.workloads",
-    "fixtures.reporting",
-    "fixtures.gate",
-    "fixtures.sysbench",
-    "fixtures.tpcc",
-    "fixtures.ycsb",
-    "fixtures.allure_report",
-    "fixtures.availability",
-]
+# Thin on purpose. wanbench's options, markers, hooks and fixtures are a pytest
+# plugin inside the package (wanbench/pytest_plugin.py, loaded through the
+# `pytest11` entry point once the project is installed: scripts/setup does
+# `pip install -e .`), so they work from any directory, not only from here.
+
+# The `pytester` fixture for selftests/test_plugin.py (pytest accepts
+# pytest_plugins only in the root conftest).
+pytest_plugins = ["pytester"]

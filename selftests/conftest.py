@@ -85,3 +85,13 @@ def pid_alive(pid: int) -> bool:
 @pytest.fixture
 def alive() -> Callable[[int], bool]:
     return pid_alive
+
+
+@pytest.fixture(autouse=True)
+def _not_an_xdist_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under `-n`, a pytest that a self-test starts would inherit the worker's
+    environment and take itself for an xdist worker: pytest-benchmark then
+    disables itself and warns at exit (an error under filterwarnings=error),
+    and every performance cell uses pytest-benchmark."""
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)

@@ -114,7 +114,7 @@ def test_finding_names_tikv_from_prometheus_evidence(prometheus: PromClient) -> 
 
 
 def test_tidb_collector_asks_for_its_windows(prometheus: PromClient) -> None:
-    from fixtures.evidence import TidbWindows
+    from wanbench.fixtures.evidence import TidbWindows
 
     windows = TidbWindows(prometheus)
     windows._edges = [[END - 240.0, END - 120.0], [END - 110.0, END]]  # two rounds' wall-clock edges
@@ -127,7 +127,7 @@ def test_tidb_collector_asks_for_its_windows(prometheus: PromClient) -> None:
 
 
 def test_unreachable_prometheus_is_an_error_note_not_a_failure() -> None:
-    from fixtures.evidence import TidbWindows
+    from wanbench.fixtures.evidence import TidbWindows
 
     port = free_port_base(35090, 35099, span=1)  # nothing listens there
     windows = TidbWindows(PromClient(f"http://127.0.0.1:{port}", timeout=2))

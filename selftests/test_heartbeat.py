@@ -102,7 +102,7 @@ def test_summary_chart_and_gate_samples() -> None:
 
 
 def test_lost_acknowledged_writes_fail_the_cell_and_say_where() -> None:
-    from fixtures.availability import assert_no_lost_writes
+    from wanbench.fixtures.availability import assert_no_lost_writes
 
     atts = [_att(0, k, k / 10, 0.01) for k in range(30)]
     present = {(0, k) for k in range(30)} - {(0, 21), (0, 22)}

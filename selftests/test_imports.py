@@ -44,10 +44,19 @@ def imports_of(path: Path, modules: set[str]) -> set[str]:
     return found
 
 
-def graph() -> dict[str, set[str]]:
+#: pytest's glue, inside the package since it is a pytest11 plugin: not "the library"
+GLUE = ("wanbench.fixtures", "wanbench.pytest_plugin")
+
+
+def is_glue(module: str) -> bool:
+    return any(module == g or module.startswith(g + ".") for g in GLUE)
+
+
+def graph(*, glue: bool = False) -> dict[str, set[str]]:
+    """The import graph of the library (with ``glue``: of the pytest glue too)."""
     files = sorted(PACKAGE.rglob("*.py"))
     modules = {module_name(f) for f in files}
-    return {module_name(f): imports_of(f, modules) for f in files}
+    return {module_name(f): imports_of(f, modules) for f in files if glue or not is_glue(module_name(f))}
 
 
 def cycles(g: dict[str, set[str]]) -> list[list[str]]:
@@ -88,6 +97,13 @@ def cycles(g: dict[str, set[str]]) -> list[list[str]]:
 def test_no_import_circles_inside_the_library() -> None:
     found = cycles(graph())
     assert not found, "import circles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_the_library_never_imports_the_pytest_glue() -> None:
+    g = graph(glue=True)
+    assert "wanbench.fixtures.cluster" in g, "the glue was not found where the plugin keeps it"
+    bad = {m: sorted(t for t in targets if is_glue(t)) for m, targets in g.items() if not is_glue(m)}
+    assert not {m: t for m, t in bad.items() if t}, bad
 
 
 def test_the_checker_finds_a_circle_and_lazy_imports() -> None:

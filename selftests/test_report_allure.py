@@ -20,11 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SECRET = "s3cr3t-Pa55word"
 
 CONFTEST = '''
-pytest_plugins = ["fixtures.allure_report"]
-
-def pytest_addoption(parser):
-    # stands in for the gate's --release option
-    parser.addoption("--release", default=None)
+# wanbench's plugin (fixtures.allure_report, the gate's --release, ...) comes
+# from its pytest11 entry point.
 '''
 
 TEST_MODULE = '''

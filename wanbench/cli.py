@@ -1,4 +1,5 @@
-"""``python -m wanbench <command>``: lab control, faults, topology, compare, watchdog.
+"""``wanbench <command>`` (or ``python -m wanbench <command>``): lab control,
+faults, topology, compare, watchdog, run.
 
 Each command lives in its own module, which exposes ``register(subparsers)``;
 the module list below is the whole command table.
@@ -17,6 +18,7 @@ COMMAND_MODULES = [
     "wanbench.lab_cli",
     "wanbench.watchdog",
     "wanbench.faults_cli",
+    "wanbench.suite_cli",
     # -- commands: add modules below --
     "wanbench.gate.cli",
     "wanbench.profiles.tidb_cli",
@@ -24,7 +26,9 @@ COMMAND_MODULES = [
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m wanbench", description=__doc__)
+    # `wanbench` (the console script) or `python -m wanbench`
+    prog = "python -m wanbench" if sys.argv[0].endswith("__main__.py") else "wanbench"
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
@@ -32,6 +36,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["run"]:  # everything after `run` belongs to pytest (argparse would reorder it)
+        from wanbench.suite_cli import run_pytest
+
+        return run_pytest(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args) or 0)

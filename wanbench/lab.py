@@ -54,6 +54,9 @@ if TYPE_CHECKING:
     from wanbench.faults.inventory import Found
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+#: a source checkout keeps the lab's run directory and tools (bin/) in itself;
+#: an installed wheel has no such place (PROJECT_ROOT is site-packages there)
+IN_CHECKOUT = (PROJECT_ROOT / "pyproject.toml").is_file()
 DEFAULT_PORT_BASE = 23300
 SQL_USER = "wanbench"
 DATABASE = "wanbench"
@@ -77,6 +80,17 @@ class Credentials:
 
     def __repr__(self) -> str:  # never print the password
         return f"Credentials(user={self.user!r}, password='***')"
+
+
+def default_run_dir(base: str | os.PathLike[str] | None = None) -> Path:
+    """Where the lab lives when no directory is given: ``$WANBENCH_LAB_DIR``,
+    else ``.run/lab`` in the checkout, else (installed package) ``.run/lab``
+    under ``base`` (pytest's rootdir) or the current directory."""
+    env = os.environ.get("WANBENCH_LAB_DIR")
+    if env:
+        return Path(env)
+    root = PROJECT_ROOT if IN_CHECKOUT else Path(base) if base else Path.cwd()
+    return root / ".run" / "lab"
 
 
 def lab_links(base: int) -> tuple[Link, ...]:
@@ -170,7 +184,7 @@ class Lab:
 
     def __init__(self, run_dir: str | os.PathLike[str] | None = None, port_base: int | None = None,
                  cpu_layout: str = DEFAULT_CPU_LAYOUT, semisync_timeout_ms: int | None = None) -> None:
-        self.run_dir = Path(run_dir) if run_dir else PROJECT_ROOT / ".run" / "lab"
+        self.run_dir = Path(run_dir) if run_dir else default_run_dir()
         self.requested_layout = check_layout_name(cpu_layout)
         if semisync_timeout_ms is not None and semisync_timeout_ms <= 0:
             raise InfrastructureError(f"semi-sync timeout must be positive, not {semisync_timeout_ms!r} ms")

@@ -62,9 +62,9 @@ class Round:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "seconds": self.seconds,
+            "seconds": _num(self.seconds),
             "queries": self.queries,
-            "qps": self.qps,
+            "qps": _num(self.qps),
             "tps": _num(self.tps),
             "latency_ms": self.latency_ms.to_json(),
             "errors": self.errors,
@@ -74,9 +74,9 @@ class Round:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Round:
         return cls(
-            seconds=float(data["seconds"]),
+            seconds=_float(data["seconds"]),
             queries=int(data["queries"]),
-            qps=float(data["qps"]),
+            qps=_float(data["qps"]),
             tps=math.nan if data.get("tps") is None else float(data["tps"]),
             latency_ms=Latency.from_json(data.get("latency_ms", {})),
             errors=int(data.get("errors", 0)),
@@ -179,7 +179,7 @@ class CellResult:
 
     def to_json(self) -> dict[str, Any]:
         w = self.workload
-        return {
+        return sanitize({
             "test_id": self.test_id,
             "family": self.family,
             "scenario": self.scenario,
@@ -200,37 +200,59 @@ class CellResult:
             "error_rate": w.error_rate,
             "series": [p.to_json() for p in w.series],
             "client": dict(w.client),
-            "workload_extra": _jsonable(dict(w.extra)),
+            "workload_extra": dict(w.extra),
             "verdict": dict(self.verdict) if self.verdict else None,
             "started": self.started,
             "finished": self.finished,
-            "extra": _jsonable(self.extra),
-        }
+            "extra": self.extra,
+        })
 
 
-def _num(x: float) -> float | None:
-    return None if x is None or (isinstance(x, float) and math.isnan(x)) else x
+def _float(x: Any) -> float:
+    """A number read back from JSON, where ``null`` stands for NaN."""
+    return math.nan if x is None else float(x)
 
 
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, float) and math.isnan(obj):
-        return None
+def _num(x: float | None) -> float | None:
+    return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
+
+
+def sanitize(obj: Any) -> Any:
+    """A strict-JSON copy of ``obj``: NaN and +/-Infinity become ``null``
+    (a zero-second round or a missing latency must not write a bare ``NaN``,
+    which JSON does not have), tuples become lists, mapping keys strings."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
     if isinstance(obj, Mapping):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
+        return {str(k): sanitize(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
+        return [sanitize(v) for v in obj]
     return obj
 
 
+_jsonable = sanitize  # the name the modules of this package used before
+
+
+def dumps_strict(data: Any, **kwargs: Any) -> str:
+    """``json.dumps`` of ``sanitize(data)`` that refuses any non-finite number."""
+    return json.dumps(sanitize(data), allow_nan=False, **kwargs)
+
+
+def results_schema_path() -> Path:
+    """The JSON Schema of the ``--results-json`` document (shipped in the package)."""
+    return Path(__file__).resolve().parent / "schemas" / "results.schema.json"
+
+
 def write_json_atomic(path: str | os.PathLike[str], data: Any) -> None:
-    """Write via a temporary file in the same directory, then rename: a
-    crash never leaves a half-written results file."""
+    """Write strict JSON (see ``sanitize``) via a temporary file in the same
+    directory, then rename: a crash never leaves a half-written file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    text = dumps_strict(data, indent=2, sort_keys=False)  # before the file exists: a bad value leaves none
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as fh:
-            json.dump(data, fh, indent=2, sort_keys=False)
+            fh.write(text)
             fh.write("\n")
         os.replace(tmp, path)
     except BaseException:
@@ -241,10 +263,10 @@ def write_json_atomic(path: str | os.PathLike[str], data: Any) -> None:
 def results_document(
     run: Mapping[str, Any], cells: Iterable[CellResult], tables: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
-    doc: dict[str, Any] = {"schema": SCHEMA, "run": _jsonable(dict(run)), "results": [c.to_json() for c in cells]}
+    doc: dict[str, Any] = {"schema": SCHEMA, "run": dict(run), "results": [c.to_json() for c in cells]}
     if tables:
-        doc["tables"] = _jsonable(dict(tables))
-    return doc
+        doc["tables"] = dict(tables)
+    return sanitize(doc)
 
 
 def drop_table(cells: Sequence[Mapping[str, Any]], family: str) -> list[dict[str, Any]]:

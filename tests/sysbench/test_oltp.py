@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from fixtures.sysbench import OltpCell, OltpSession
+from wanbench.fixtures.sysbench import OltpCell, OltpSession
 
 pytestmark = pytest.mark.sysbench
 
 
-def test_oltp(oltp_cell: OltpCell, oltp: OltpSession, benchmark: Any, record: Any) -> None:
-    result = oltp.run(oltp_cell, benchmark=benchmark)
+def test_oltp(oltp_cell: OltpCell, oltp: OltpSession, record: Any) -> None:
+    result = oltp.run(oltp_cell)
     record(result, family="sysbench", scenario=oltp_cell.workload, path=oltp_cell.path,
            level={"kind": "none", "value": 0, "label": oltp_cell.path},
            extra={"settings": oltp.settings.to_json(),

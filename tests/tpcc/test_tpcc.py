@@ -6,7 +6,7 @@ checks. ``pytest tests/tpcc --warehouses 1 --threads 4 --duration 30s``;
 
 import pytest
 
-from fixtures.tpcc import assert_consistent
+from wanbench.fixtures.tpcc import assert_consistent
 
 pytestmark = pytest.mark.tpcc
 

@@ -6,7 +6,7 @@ summary shape, every run followed by the correctness checks.
 
 import pytest
 
-from fixtures.ycsb import assert_correct
+from wanbench.fixtures.ycsb import assert_correct
 
 pytestmark = pytest.mark.ycsb
 

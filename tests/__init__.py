@@ -1,0 +1,1 @@
+"""wanbench's performance suite; installed as ``wanbench.suite`` (see setup.py)."""
