@@ -9,5 +9,6 @@ import pytest
 pytestmark = pytest.mark.availability
 
 
-def test_availability(outage, record):
-    record(outage.run())
+def test_availability(outage, record, gate):
+    cell = record(outage.run())
+    gate.check(cell)  # RTO budgets; lost acknowledged writes always fail

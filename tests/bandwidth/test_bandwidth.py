@@ -10,5 +10,6 @@ import pytest
 pytestmark = pytest.mark.bandwidth
 
 
-def test_bandwidth(fault, concurrency, run_workload, record):
-    record(run_workload(concurrency))
+def test_bandwidth(fault, concurrency, run_workload, record, gate):
+    cell = record(run_workload(concurrency))
+    gate.check(cell)

@@ -8,5 +8,6 @@ import pytest
 pytestmark = pytest.mark.loss
 
 
-def test_loss(fault, concurrency, run_workload, record):
-    record(run_workload(concurrency))
+def test_loss(fault, concurrency, run_workload, record, gate):
+    cell = record(run_workload(concurrency))
+    gate.check(cell)

@@ -16,9 +16,10 @@ from wanbench.fixtures.sysbench import OltpCell, OltpSession
 pytestmark = pytest.mark.sysbench
 
 
-def test_oltp(oltp_cell: OltpCell, oltp: OltpSession, record: Any) -> None:
+def test_oltp(oltp_cell: OltpCell, oltp: OltpSession, record: Any, gate: Any) -> None:
     result = oltp.run(oltp_cell)
-    record(result, family="sysbench", scenario=oltp_cell.workload, path=oltp_cell.path,
-           level={"kind": "none", "value": 0, "label": oltp_cell.path},
-           extra={"settings": oltp.settings.to_json(),
-                  "dataset": oltp.dataset.action if oltp.dataset else None})
+    cell = record(result, family="sysbench", scenario=oltp_cell.workload, path=oltp_cell.path,
+                  level={"kind": "none", "value": 0, "label": oltp_cell.path},
+                  extra={"settings": oltp.settings.to_json(),
+                         "dataset": oltp.dataset.action if oltp.dataset else None})
+    gate.check(cell)

@@ -6,11 +6,9 @@ checks. ``pytest tests/tpcc --warehouses 1 --threads 4 --duration 30s``;
 
 import pytest
 
-from wanbench.fixtures.tpcc import assert_consistent
-
 pytestmark = pytest.mark.tpcc
 
 
-def test_tpcc(tpcc_cell, run_tpcc):
+def test_tpcc(tpcc_cell, run_tpcc, gate):
     cell = run_tpcc(tpcc_cell)
-    assert_consistent(cell.workload)
+    gate.check(cell)  # budgets, and every consistency condition of the run

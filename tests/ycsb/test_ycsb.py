@@ -6,11 +6,9 @@ summary shape, every run followed by the correctness checks.
 
 import pytest
 
-from wanbench.fixtures.ycsb import assert_correct
-
 pytestmark = pytest.mark.ycsb
 
 
-def test_ycsb(ycsb_cell, run_ycsb):
+def test_ycsb(ycsb_cell, run_ycsb, gate):
     cell = run_ycsb(ycsb_cell)
-    assert_correct(cell.workload)
+    gate.check(cell)  # per-operation budgets, and the correctness checks
