@@ -136,3 +136,39 @@ def test_cpu_limit_option_rejects(text: str) -> None:
 
 def test_cpu_limit_option_parses() -> None:
     assert parse_cpu_limits("primary=0.25, replica=1") == {"primary": 0.25, "replica": 1.0}
+
+
+class _CountingProbe:
+    """A probe that says which kind of snapshot was asked for, and when."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.t = 0.0
+
+    def snapshot(self, full: bool = True) -> Snapshot:
+        self.t += 1.0
+        self.calls.append("full" if full else "cheap")
+        status = {"primary": {"Questions": 100.0 * self.t}} if full else {}
+        return Snapshot(self.t, {"primary": ProcInfo(self.t, (0,))}, {0: (int(self.t), int(2 * self.t))}, status)
+
+    def cpu_sets(self) -> dict[str, tuple[int, ...]]:
+        return {"machine": (0,)}
+
+
+def test_window_start_reads_only_proc_the_expensive_counters_come_before_the_load() -> None:
+    """A probe round can last 0.4 s: a 13 ms SQL-and-ss snapshot at its start
+    costs the measurement a few percent, so it is taken before the load starts."""
+    from wanbench.evidence.collect import EvidenceCollector
+
+    probe = _CountingProbe()
+    col = EvidenceCollector(probe)
+    col.prepare()  # before sysbench starts: t=1, Questions=100
+    col.begin()  # at "Threads started!": t=2, /proc only
+    col.end()  # after sysbench ended: t=3, Questions=300
+    assert probe.calls == ["full", "cheap", "full"]
+    ev = col.take()
+    assert ev is not None
+    assert ev["window_s"] == 1.0  # from the window's true start, not from prepare
+    assert ev["qps"]["primary"] == 200.0  # server counters from prepare's snapshot
+    col.begin()  # no prepare (a caller that does not know it): a full snapshot, as before
+    assert probe.calls[-1] == "full"

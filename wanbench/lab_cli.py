@@ -19,7 +19,7 @@ def register(sub: Any) -> None:
                    help="first of the lab's ports (default: 23300 or $WANBENCH_LAB_PORT_BASE)")
     p.add_argument("--cpus", metavar="LAYOUT", choices=CPU_LAYOUTS, default=DEFAULT_CPU_LAYOUT,
                    help="'split': SQL servers on their own CPUs, clients and fault points on the others; "
-                        "'shared': no pinning (default: split)")
+                        "'shared': no pinning (default: " + DEFAULT_CPU_LAYOUT + ")")
     p.add_argument("--semisync-timeout", metavar="MS", type=int, default=None,
                    help="rpl_semi_sync_master_timeout of a lab this command starts, in ms: how long a commit "
                         "waits for the replica before the primary falls back to asynchronous replication "

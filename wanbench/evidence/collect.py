@@ -24,6 +24,7 @@ Sources on the lab:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import re
@@ -81,9 +82,14 @@ class Snapshot:
 
 class Probe(Protocol):
     """Reads a cluster's counters. ``cpu_sets`` names groups of CPUs whose
-    saturation matters (the lab's server and client halves)."""
+    saturation matters (the lab's server and client halves).
 
-    def snapshot(self) -> Snapshot: ...
+    ``snapshot(full=False)`` reads only what is cheap enough to read inside
+    a measured window (``/proc``: well under a millisecond); the full one
+    also asks the servers and the kernel's socket table (about 13 ms of CPU
+    on the lab, taken before the window opens)."""
+
+    def snapshot(self, full: bool = True) -> Snapshot: ...
 
     def cpu_sets(self) -> Mapping[str, tuple[int, ...]]: ...
 
@@ -218,13 +224,15 @@ class LabProbe:
                 continue
         return out
 
-    def snapshot(self) -> Snapshot:
+    def snapshot(self, full: bool = True) -> Snapshot:
         procs: dict[str, ProcInfo] = {}
         for comp, service in self.components.items():
             h = self.lab.handle(service)
             info = read_proc(h.pid) if h is not None and h.alive() else None
             if info is not None:
                 procs[comp] = info
+        if not full:
+            return Snapshot(time.monotonic(), procs, read_cpu_ticks())
         status: dict[str, dict[str, float]] = {}
         for server in ("primary", "replica"):
             try:
@@ -247,10 +255,18 @@ class _Window:
 class EvidenceCollector:
     """Collects the measured windows of the current cell.
 
-    The load generator calls ``begin`` when its measured window opens and
-    ``end`` when it closes (once per round); ``take`` returns the cell's
-    evidence and starts the next cell. Errors never reach the measurement:
-    a probe that fails leaves a note instead of numbers.
+    The load generator calls ``prepare`` before it starts, ``begin`` when
+    its measured window opens and ``end`` when it closes (once per round);
+    ``take`` returns the cell's evidence and starts the next cell. Errors
+    never reach the measurement: a probe that fails leaves a note instead of
+    numbers.
+
+    Sampling must not change what is measured, and a probe's round can be
+    as short as 0.4 s: so the expensive counters (server status, socket
+    bytes) are read in ``prepare``, before the load starts, and ``begin``
+    reads only ``/proc`` (CPU seconds, CPU ticks), at the window's true
+    start. Server counters then also hold the load's connection set-up (a
+    few statements per thread), divided by the measured window's length.
     """
 
     def __init__(self, probe: Probe, *, roles: Mapping[str, str] | None = None) -> None:
@@ -262,6 +278,7 @@ class EvidenceCollector:
         self.enabled = True
         self._stop_poll = threading.Event()
         self._poller: threading.Thread | None = None
+        self._pending: Snapshot | None = None
 
     def _poll_loop(self) -> None:
         poll = getattr(self.probe, "poll", None)
@@ -299,10 +316,20 @@ class EvidenceCollector:
             self._notes.append(f"snapshot failed: {type(exc).__name__}: {exc}")
             return None
 
+    def prepare(self) -> None:
+        """Read the expensive counters now, before the load starts."""
+        if self.enabled:
+            self._pending = self._safe(self.probe.snapshot)
+
     def begin(self) -> None:
         if not self.enabled:
             return
-        snap = self._safe(self.probe.snapshot)
+        pending, self._pending = self._pending, None
+        if pending is None:
+            snap = self._safe(self.probe.snapshot)
+        else:
+            cheap = self._safe(functools.partial(self.probe.snapshot, False))
+            snap = None if cheap is None else dataclasses.replace(cheap, status=pending.status, links=pending.links)
         if snap is not None:
             with self._lock:
                 self._windows.append(_Window(snap))

@@ -106,7 +106,11 @@ def _start(argv: Sequence[str], *, env: Mapping[str, str], cpus: Collection[int]
 
 
 class WindowHooks(Protocol):
-    """Told when a measured window opens and closes (``wanbench.evidence``)."""
+    """Told before the load starts, and when its measured window opens and
+    closes (``wanbench.evidence``). ``begin`` runs inside the window, so it
+    must be cheap; ``prepare`` does the expensive reading."""
+
+    def prepare(self) -> None: ...
 
     def begin(self) -> None: ...
 
@@ -172,6 +176,8 @@ def _supervise(argv: Sequence[str], *, what: str, timeout: float, threads: int, 
                env: Mapping[str, str], window_marker: str | None, redact: Callable[[str], str],
                on_output: Callable[[str], None] | None, window: WindowHooks | None = None) -> ProcessRun:
     shown = redact(shlex.join(argv))
+    if window is not None:
+        window.prepare()  # before the load: what it costs is not measured
     start = time.monotonic()
     proc = _start(argv, env=env, cpus=cpus)
     lines: list[str] = []
