@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from selftests.labutil import pid_alive
 from wanbench.executors.ssh import SSHExecutor
 from wanbench.netns import NetnsNetwork
 
@@ -71,15 +72,6 @@ def leftovers(netns_net: NetnsNetwork) -> Callable[[], dict[str, list[str]]]:
         return {h.name: found for h in netns_net.hosts if (found := _leftovers(netns_net, h.name))}
 
     return check
-
-
-def pid_alive(pid: int) -> bool:
-    """Running (a zombie waiting for a PID 1 that does not reap counts as gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
 
 
 @pytest.fixture

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from wanbench.procs import proc_state
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,11 +26,8 @@ def load_results(path: Path) -> list[dict[str, Any]]:
 
 
 def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    """Running (a zombie waiting for a PID 1 that does not reap counts as gone)."""
+    return proc_state(pid) not in (None, "Z")
 
 
 def free_port_base(lo: int, hi: int, span: int = 14, timeout: float = 120.0) -> int:

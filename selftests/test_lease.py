@@ -8,6 +8,7 @@ test. A short lease (5 s) keeps these quick; one case runs the default 30 s.
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
@@ -26,7 +27,7 @@ from wanbench.faults.deadman import DEFAULT_LEASE_S, DeadMan, FaultState, RunInf
 from wanbench.faults.inventory import clear_found, host_faults
 from wanbench.faults.lease import DeadManLease, LeaseKeeper
 from wanbench.faults.tc import PeerMatch, TcMechanism
-from wanbench.faults.toxiproxy import split_level
+from wanbench.faults.toxiproxy import expired_toxic_leases, split_level, write_toxic_lease
 from wanbench.netns import NetnsNetwork
 from wanbench.procs import load_preexec, proc_start_time
 from wanbench.wait import wait_for
@@ -284,6 +285,22 @@ def test_toxiproxy_halves_add_up_to_the_level() -> None:
     assert split_level(1) == (1, 0)
     assert split_level(0) == (0, 0)
     assert all(sum(split_level(ms)) == ms for ms in range(0, 1001))
+
+
+def test_toxic_leases_lapse_by_mtime_and_by_hard_bound(tmp_path: Path) -> None:
+    """The lab watchdog's view of the toxics' lease files (strict JSON: an
+    infinite bound is written as null and means no bound)."""
+    now = time.time()
+    renewed = write_toxic_lease(tmp_path, "wb-a-", hard_deadline=now + 60, lease_s=30, label="a")
+    unbounded = write_toxic_lease(tmp_path, "wb-b-", hard_deadline=math.inf, lease_s=30, label="b")
+    write_toxic_lease(tmp_path, "wb-c-", hard_deadline=now - 1, lease_s=30, label="c")
+    assert renewed.renew()
+    assert unbounded.renew()
+    assert [(prefix, why) for _, prefix, why in expired_toxic_leases(tmp_path, now)] == [
+        ("wb-c-", "hard bound passed")]
+    later = [(prefix, why.split(" (")[0]) for _, prefix, why in expired_toxic_leases(tmp_path, time.time() + 31)]
+    assert later == [(p, "lease of 30s lapsed") for p in ("wb-a-", "wb-b-", "wb-c-")]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["wb-a-.json", "wb-b-.json", "wb-c-.json"]
 
 
 # -- state files: the lease fields, and the inventory --------------------------------------------------------------

@@ -17,7 +17,15 @@ import pytest
 
 from selftests.test_report_samples import make_cell
 from wanbench.fixtures.reporting import ResultsSink
-from wanbench.results import CellResult, Latency, Round, WorkloadResult, results_schema_path, write_json_atomic
+from wanbench.results import (
+    CellResult,
+    Latency,
+    Round,
+    WorkloadResult,
+    results_schema_path,
+    write_json_atomic,
+    write_text_atomic,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 PORT_BASE = 31010  # inside this feature's lab port range (31000-31099)
@@ -77,6 +85,20 @@ def test_results_file_is_strict_and_valid(tmp_path: Path) -> None:
     assert bad["qps"] is None  # the median of NaN and Infinity is not a number either
     assert bad["workload_extra"]["nested"] == [None, {"x": None}]
     assert bad["seconds"]["avg"] == 0.5
+
+
+def test_atomic_writes_replace_whole_files_and_leave_no_temporary_one(tmp_path: Path) -> None:
+    """Every JSON file wanbench writes (results, lab state, PID files, toxic
+    leases, Allure's) goes through write_json_atomic: strict JSON, and a
+    failed write leaves the old file and nothing else."""
+    out = tmp_path / "deeper" / "lease.json"
+    write_json_atomic(out, {"hard_deadline": math.inf, "lease_s": 30.0, "pids": (1, 2)})
+    assert strict_load(out) == {"hard_deadline": None, "lease_s": 30.0, "pids": [1, 2]}
+    with pytest.raises(TypeError):
+        write_json_atomic(out, {"not json": object()})
+    assert strict_load(out)["lease_s"] == 30.0
+    write_text_atomic(tmp_path / "deeper" / "environment.properties", "a=b\n")
+    assert sorted(p.name for p in out.parent.iterdir()) == ["environment.properties", "lease.json"]
 
 
 def test_schema_rejects_what_consumers_could_not_read() -> None:

@@ -26,7 +26,7 @@ from wanbench.faults.lease import LeaseKeeper
 from wanbench.faults.probe import Capabilities, choose_mechanism, probe
 from wanbench.faults.toxiproxy import TOXIC_PREFIX, ToxiproxyMechanism, expected_added_ms, write_toxic_lease
 from wanbench.lab import DATABASE, Credentials, Lab
-from wanbench.procs import ProcessHandle, proc_start_time, spawn
+from wanbench.procs import ProcessHandle, cpu_model, proc_start_time, spawn
 from wanbench.topology import Link, Scenario, Topology
 
 
@@ -73,15 +73,8 @@ class Cluster(Protocol):
 
 def client_facts() -> dict[str, Any]:
     """The load generator's hardware: part of every fingerprint."""
-    model = platform.processor() or ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"host": platform.node(), "cpu_model": model, "cores": os.cpu_count(), "python": sys.version.split()[0]}
+    return {"host": platform.node(), "cpu_model": cpu_model(), "cores": os.cpu_count(),
+            "python": sys.version.split()[0]}
 
 
 #: Measured on the lab (min of 7 ``SELECT 1`` round trips, 5 applies per level, 1..200 ms): Toxiproxy adds

@@ -45,8 +45,10 @@ from wanbench.procs import (  # find_binary, port_free: used here and imported f
     log_tail,
     port_free,
     proc_start_time,
+    proc_threads,
     spawn,
 )
+from wanbench.results import write_json_atomic
 from wanbench.topology import Component, Link, Topology
 from wanbench.wait import wait_for
 
@@ -251,10 +253,7 @@ class Lab:
             return {}
 
     def _write_state(self, **updates: Any) -> None:
-        state = self.state() | updates
-        tmp = self.state_file.with_suffix(".tmp")
-        tmp.write_text(json.dumps(state, indent=2))
-        tmp.replace(self.state_file)
+        write_json_atomic(self.state_file, self.state() | updates)
 
     def running(self) -> dict[str, bool]:
         return {s: bool((h := self.handle(s)) and h.alive()) for s in SERVICES}
@@ -692,9 +691,9 @@ class Lab:
             if h is None or not h.alive():
                 raise InfrastructureError(f"cannot repin the lab: {service} is not running")
             cpus = layout.server if service in ("primary", "replica") else layout.client
-            for task in Path(f"/proc/{h.pid}/task").iterdir():
+            for tid in proc_threads(h.pid):
                 try:
-                    os.sched_setaffinity(int(task.name), set(cpus) or everywhere)
+                    os.sched_setaffinity(tid, set(cpus) or everywhere)
                 except ProcessLookupError:
                     pass  # a thread that just ended
         self._write_state(cpus=layout.to_json())

@@ -1,11 +1,18 @@
 """Processes wanbench starts: tracked by PID file, identified by PID *and*
-start time (so a recycled PID is never mistaken for ours), ended by PID."""
+start time (so a recycled PID is never mistaken for ours), ended by PID.
+
+Also the one reader of this machine's ``/proc`` for processes and the CPU
+(``/proc/PID/stat``, ``/proc/PID/task``, ``/proc/cpuinfo``): the lab, the
+dead-man timers, outages, the client-saturation guard and the evidence all
+ask here, so a parsing detail (the command name may hold spaces and
+parentheses; a zombie is not alive) is right once for all of them."""
 
 from __future__ import annotations
 
 import ctypes
 import json
 import os
+import platform
 import resource
 import shutil
 import signal
@@ -17,32 +24,91 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from wanbench.errors import InfrastructureError, MissingToolError
+from wanbench.results import write_json_atomic
 
 #: Servers we started in this process, kept so they are reaped, not leaked.
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
 
 
+def stat_fields(text: str) -> list[str] | None:
+    """The fields of a ``/proc/PID/stat`` line that follow the command name:
+    ``[0]`` is the state (field 3 in proc(5)), ``[11]``/``[12]`` utime and
+    stime, ``[19]`` the start time. The command name may hold spaces and
+    parentheses, so the split is after the *last* ')'. None for text that is
+    no stat line (a process that ended while it was read). Also parses the
+    text read from another host (``cat /proc/PID/stat`` over SSH)."""
+    head, sep, rest = text.rpartition(")")
+    fields = rest.split()
+    return fields if sep and head and len(fields) > 19 else None
+
+
+def read_stat(pid: int) -> list[str] | None:
+    """``stat_fields`` of a process of this machine; None when it is gone
+    (or not ours to read)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:  # FileNotFoundError, ProcessLookupError (ESRCH mid-read), PermissionError
+        return None
+    return stat_fields(text)
+
+
+def proc_state(pid: int) -> str | None:
+    """The kernel's one-letter state of ``pid`` (R, S, D, T, t, Z, ...), or None if it is gone."""
+    fields = read_stat(pid)
+    return fields[0] if fields else None
+
+
 def proc_start_time(pid: int) -> int | None:
     """Kernel start time of ``pid`` in clock ticks, or None if it is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
-    # comm may contain spaces and parentheses: split after the last ')'.
-    fields = stat.rsplit(")", 1)[1].split()
-    if fields[0] == "Z":  # zombie: already dead for our purposes
+    fields = read_stat(pid)
+    if fields is None or fields[0] == "Z":  # zombie: already dead for our purposes
         return None
     return int(fields[19])
 
 
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
 def proc_cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds used by ``pid`` so far."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
+    """User + system CPU seconds used by every thread of ``pid`` so far; None when it is gone."""
+    fields = read_stat(pid)
+    if fields is None:
         return None
-    fields = stat.rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+
+
+def proc_threads(pid: int) -> list[int]:
+    """The thread ids of ``pid`` (``/proc/PID/task``); empty when it is gone."""
+    try:
+        return sorted(int(t) for t in os.listdir(f"/proc/{pid}/task") if t.isdigit())
+    except OSError:
+        return []
+
+
+def thread_runnable_seconds(pid: int) -> dict[int, float]:
+    """tid -> seconds each thread of ``pid`` was runnable (on a CPU or
+    waiting in a run queue) so far (``/proc/PID/task/TID/schedstat``);
+    empty when the process is gone."""
+    out: dict[int, float] = {}
+    for tid in proc_threads(pid):
+        try:
+            run_ns, wait_ns, *_ = Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()
+        except (OSError, ValueError):
+            continue
+        out[tid] = (int(run_ns) + int(wait_ns)) / 1e9
+    return out
+
+
+def cpu_model() -> str:
+    """This machine's CPU model name (``/proc/cpuinfo``), else what the
+    platform says (``uname -p``; empty when it knows nothing)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or ""
 
 
 @dataclass(frozen=True)
@@ -65,9 +131,7 @@ class ProcessHandle:
         return cls(str(data["name"]), int(data["pid"]), int(data["start_time"]), str(data["argv0"]))  # type: ignore[call-overload]
 
     def save(self, path: Path) -> None:
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.to_json()))
-        tmp.replace(path)
+        write_json_atomic(path, self.to_json())
 
     @classmethod
     def load(cls, path: Path) -> ProcessHandle | None:

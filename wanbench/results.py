@@ -40,7 +40,7 @@ class Latency:
     max: float = math.nan
 
     def to_json(self) -> dict[str, float | None]:
-        return {k: _num(getattr(self, k)) for k in ("avg", "min", "p50", "p90", "p95", "p99", "p999", "max")}
+        return {k: finite_or_none(getattr(self, k)) for k in ("avg", "min", "p50", "p90", "p95", "p99", "p999", "max")}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Latency:
@@ -62,10 +62,10 @@ class Round:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "seconds": _num(self.seconds),
+            "seconds": finite_or_none(self.seconds),
             "queries": self.queries,
-            "qps": _num(self.qps),
-            "tps": _num(self.tps),
+            "qps": finite_or_none(self.qps),
+            "tps": finite_or_none(self.tps),
             "latency_ms": self.latency_ms.to_json(),
             "errors": self.errors,
             "reconnects": self.reconnects,
@@ -190,8 +190,8 @@ class CellResult:
             "concurrency": self.concurrency,
             "rounds": [r.to_json() for r in w.rounds],
             "seconds": w.seconds_summary(),
-            "qps": _num(w.qps),
-            "tps": _num(w.tps),
+            "qps": finite_or_none(w.qps),
+            "tps": finite_or_none(w.tps),
             "latency_ms": w.latency_ms.to_json(),
             "errors": w.errors,
             "errors_by_code": dict(w.errors_by_code),
@@ -213,7 +213,8 @@ def _float(x: Any) -> float:
     return math.nan if x is None else float(x)
 
 
-def _num(x: float | None) -> float | None:
+def finite_or_none(x: float | None) -> float | None:
+    """``x``, or None for NaN and +/-Infinity (JSON's ``null``)."""
     return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
 
 
@@ -230,9 +231,6 @@ def sanitize(obj: Any) -> Any:
     return obj
 
 
-_jsonable = sanitize  # the name the modules of this package used before
-
-
 def dumps_strict(data: Any, **kwargs: Any) -> str:
     """``json.dumps`` of ``sanitize(data)`` that refuses any non-finite number."""
     return json.dumps(sanitize(data), allow_nan=False, **kwargs)
@@ -243,21 +241,31 @@ def results_schema_path() -> Path:
     return Path(__file__).resolve().parent / "schemas" / "results.schema.json"
 
 
-def write_json_atomic(path: str | os.PathLike[str], data: Any) -> None:
-    """Write strict JSON (see ``sanitize``) via a temporary file in the same
-    directory, then rename: a crash never leaves a half-written file."""
+def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` (UTF-8) via a temporary file in the same directory, then
+    rename: a crash never leaves a half-written file, and readers (the lab
+    watchdog polling a lease, Allure) see the old file or the new one. The
+    temporary file has a unique hidden name (``.NAME.XXXXXXXX``), so two
+    writers never share it and no ``*.json`` glob picks it up. The file is
+    readable by its owner only (``mkstemp``), as wanbench's state files are."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = dumps_strict(data, indent=2, sort_keys=False)  # before the file exists: a bad value leaves none
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as fh:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
-            fh.write("\n")
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_json_atomic(path: str | os.PathLike[str], data: Any) -> None:
+    """Write strict JSON (see ``sanitize``) atomically (see ``write_text_atomic``):
+    every JSON file wanbench writes (results, baselines, lab state, PID files,
+    toxic leases, Allure's files) goes through here."""
+    text = dumps_strict(data, indent=2, sort_keys=False)  # before the file exists: a bad value leaves none
+    write_text_atomic(path, text + "\n")
 
 
 def results_document(

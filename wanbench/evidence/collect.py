@@ -37,8 +37,7 @@ from typing import Any, Protocol
 
 from wanbench.cpulimit import read_quota
 from wanbench.errors import InfrastructureError
-
-_CLK_TCK = os.sysconf("SC_CLK_TCK")
+from wanbench.procs import proc_cpu_seconds
 
 #: SHOW GLOBAL STATUS counters kept (all only grow, so two reads give a delta)
 POLL_S = 1.0
@@ -96,16 +95,15 @@ class Probe(Protocol):
 
 # -- readers ------------------------------------------------------------------------------------
 def read_proc(pid: int) -> ProcInfo | None:
+    cpu_seconds = proc_cpu_seconds(pid)
     try:
-        with open(f"/proc/{pid}/stat") as fh:
-            data = fh.read()
         cpus = tuple(sorted(os.sched_getaffinity(pid)))
     except OSError:
         return None
-    fields = data.rsplit(")", 1)[1].split()  # comm may hold spaces: fields restart after ')'
+    if cpu_seconds is None:
+        return None
     quota = read_quota(pid)
-    return ProcInfo((int(fields[11]) + int(fields[12])) / _CLK_TCK, cpus, quota.cores, quota.periods,
-                    quota.throttled)
+    return ProcInfo(cpu_seconds, cpus, quota.cores, quota.periods, quota.throttled)
 
 
 def read_cpu_ticks(text: str | None = None) -> dict[int, tuple[int, int]]:

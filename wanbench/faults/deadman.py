@@ -38,6 +38,7 @@ from typing import Any
 from wanbench.errors import FaultError
 from wanbench.executors.base import Executor
 from wanbench.executors.local import LocalExecutor
+from wanbench.procs import proc_start_time
 
 STATE_DIR = "/run/wanbench"
 #: default of ``--fault-lease``: how long a fault outlives the runner's last renewal
@@ -55,14 +56,6 @@ def new_run_id() -> str:
     return secrets.token_hex(4)
 
 
-def _proc_start(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(stat.rsplit(")", 1)[1].split()[19])
-
-
 @dataclass(frozen=True)
 class RunInfo:
     """Who installs faults: a run id plus the runner process, to detect dead runs."""
@@ -75,13 +68,13 @@ class RunInfo:
     @classmethod
     def current(cls, run_id: str | None = None) -> RunInfo:
         pid = os.getpid()
-        return cls(run_id or new_run_id(), socket.gethostname(), pid, _proc_start(pid) or 0)
+        return cls(run_id or new_run_id(), socket.gethostname(), pid, proc_start_time(pid) or 0)
 
     def runner_alive(self) -> bool | None:
         """True/False when the runner was on this machine; None when we cannot tell."""
         if self.runner_host != socket.gethostname():
             return None
-        return _proc_start(self.runner_pid) == self.runner_start
+        return proc_start_time(self.runner_pid) == self.runner_start
 
 
 @dataclass(frozen=True)

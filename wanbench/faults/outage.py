@@ -32,7 +32,6 @@ import signal
 import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wanbench.errors import CommandError, ConfigError, FaultError, FaultVerificationError
@@ -44,6 +43,7 @@ from wanbench.faults.lease import DeadManLease, LeaseKeeper
 from wanbench.faults.nft import NftMechanism
 from wanbench.faults.probe import probe
 from wanbench.faults.tc import PeerMatch
+from wanbench.procs import proc_state, stat_fields
 from wanbench.topology import Component, Scenario, Topology
 from wanbench.units import parse_list
 from wanbench.wait import wait_for
@@ -94,13 +94,6 @@ class Outage:
 
 
 # -- the lab -------------------------------------------------------------------------------------------------------
-
-
-def _proc_state(pid: int) -> str | None:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return None
 
 
 def _port_answers(port: int, timeout: float = 0.5) -> bool:
@@ -174,7 +167,7 @@ class LabOutages:
                 self.keeper.release(self._lease_key(outage))
                 os.kill(pid, signal.SIGCONT)
                 self._deadman.disarm(self._lease_key(outage))
-                wait_for(lambda: _proc_state(pid) not in ("T", "t"), what=f"pid {pid} to run again", timeout=10)
+                wait_for(lambda: proc_state(pid) not in ("T", "t"), what=f"pid {pid} to run again", timeout=10)
             notes = "cleared: SIGCONT sent, process running"
         else:
             h = self.lab.handle(self.lab.service_of(outage.component))
@@ -215,9 +208,9 @@ class LabOutages:
         self.keeper.hold(key, DeadManLease(self._deadman, state))
         os.kill(pid, signal.SIGSTOP)
         self._paused[outage] = pid
-        wait_for(lambda: _proc_state(pid) in ("T", "t"), what=f"pid {pid} to stop", timeout=10)
+        wait_for(lambda: proc_state(pid) in ("T", "t"), what=f"pid {pid} to stop", timeout=10)
         return Evidence("signal", applied=(f"kill -STOP {pid} ({outage.component})",),
-                        measured={"pid": pid, "state": _proc_state(pid)}, verified=True,
+                        measured={"pid": pid, "state": proc_state(pid)}, verified=True,
                         notes=(f"lease: kill -CONT {pid} {self.keeper.lease_s:g}s after the runner stops renewing "
                                f"it, {outage.hold_s + self.grace_s:g}s at the latest",))
 
@@ -469,9 +462,8 @@ class TidbOutages:
     @staticmethod
     def _pid_state(ex: Executor, pid: int) -> str | None:
         res = ex.run(["cat", f"/proc/{pid}/stat"], check=False, timeout=15)
-        if res.exit_status != 0:
-            return None
-        return res.stdout.rsplit(")", 1)[1].split()[0]
+        fields = stat_fields(res.stdout) if res.exit_status == 0 else None
+        return fields[0] if fields else None
 
 
 class _Refuse:

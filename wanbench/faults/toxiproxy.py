@@ -21,6 +21,7 @@ from typing import Any
 from wanbench.errors import FaultError, InfrastructureError
 from wanbench.faults.base import Evidence, Fault, FaultKind
 from wanbench.faults.lease import FileLease
+from wanbench.results import write_json_atomic
 from wanbench.topology import Link, Topology
 
 TOXIC_PREFIX = "wb-"
@@ -127,10 +128,7 @@ def write_toxic_lease(lease_dir: Path, prefix: str, *, hard_deadline: float, lea
     lease_dir.mkdir(parents=True, exist_ok=True)
     token = secrets.token_hex(8)
     path = lease_dir / f"{prefix}.json"
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"prefix": prefix, "token": token, "hard_deadline": hard_deadline,
-                               "lease_s": lease_s}))
-    tmp.replace(path)
+    write_json_atomic(path, {"prefix": prefix, "token": token, "hard_deadline": hard_deadline, "lease_s": lease_s})
     return FileLease(path, token, label)
 
 
@@ -143,9 +141,11 @@ def expired_toxic_leases(lease_dir: Path, now: float) -> list[tuple[Path, str, s
             idle = now - path.stat().st_mtime
         except (FileNotFoundError, ValueError):
             continue
-        if idle > float(data["lease_s"]):
-            out.append((path, str(data["prefix"]), f"lease of {data['lease_s']:g}s lapsed ({idle:.1f}s idle)"))
-        elif now > float(data["hard_deadline"]):
+        # strict JSON (results.write_json_atomic) writes an infinite bound as null: no bound
+        lease_s, hard = data.get("lease_s"), data.get("hard_deadline")
+        if lease_s is not None and idle > float(lease_s):
+            out.append((path, str(data["prefix"]), f"lease of {float(lease_s):g}s lapsed ({idle:.1f}s idle)"))
+        elif hard is not None and now > float(hard):
             out.append((path, str(data["prefix"]), "hard bound passed"))
     return out
 

@@ -33,6 +33,7 @@ from typing import Any
 from wanbench.gate import stats
 from wanbench.gate.baseline import BaselineCell, Lookup, Samples, drops_of, summary_of
 from wanbench.gate.budgets import Budgets, CellKey, Check, format_value
+from wanbench.results import finite_or_none
 
 PASS = "pass"
 REGRESSION = "regression"
@@ -135,9 +136,7 @@ class Outcome:
         return "run" if self.check.per_run else "round"
 
     def to_json(self) -> dict[str, Any]:
-        def num(v: float) -> float | None:
-            return None if v is None or (isinstance(v, float) and (math.isnan(v) or math.isinf(v))) else v
-
+        num = finite_or_none
         return {
             "kind": self.check.kind,
             "metric": self.check.metric,

@@ -43,9 +43,10 @@ from allure_commons import plugin_manager
 from allure_commons._allure import StepContext
 from allure_commons.types import AttachmentType
 
+from wanbench.procs import cpu_model
 from wanbench.report import charts, tables
 from wanbench.report import evidence as evidence_report
-from wanbench.results import YCSB_OPS, CellResult, write_json_atomic
+from wanbench.results import YCSB_OPS, CellResult, dumps_strict, write_json_atomic, write_text_atomic
 
 #: Allure 2 ``categories.json`` / Allure 3 config ``categories`` (compatible
 #: form). The first matching category wins, so the specific ones come first.
@@ -363,26 +364,7 @@ def _attach(body: str, name: str, kind: AttachmentType) -> None:
 
 
 def _dumps(obj: Any) -> str:
-    return json.dumps(obj, indent=2, sort_keys=True, default=str, allow_nan=False) if _finite(obj) else \
-        json.dumps(_nan_to_none(obj), indent=2, sort_keys=True, default=str)
-
-
-def _finite(obj: Any) -> bool:
-    try:
-        json.dumps(obj, default=str, allow_nan=False)
-        return True
-    except ValueError:
-        return False
-
-
-def _nan_to_none(obj: Any) -> Any:
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, Mapping):
-        return {str(k): _nan_to_none(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_nan_to_none(v) for v in obj]
-    return obj
+    return dumps_strict(obj, indent=2, sort_keys=True, default=str)
 
 
 # -- metrics (Allure 3 *-perf.json) ----------------------------------------------------------------
@@ -455,18 +437,10 @@ def environment_properties(values: Mapping[str, str]) -> str:
 
 
 def client_facts() -> dict[str, str]:
-    cpu = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     return {
         "client_host": socket.gethostname(),
         "client_os": f"{platform.system()} {platform.release()}",
-        "client_cpu": f"{cpu} x{os.cpu_count()}".strip(),
+        "client_cpu": f"{cpu_model()} x{os.cpu_count()}".strip(),
         "python": platform.python_version(),
     }
 
@@ -507,9 +481,7 @@ def write_run_context(results_dir: str | os.PathLike[str], *, environment: Mappi
     """environment.properties, executor.json, categories.json (controller only)."""
     d = Path(results_dir)
     d.mkdir(parents=True, exist_ok=True)
-    tmp = d / ".environment.properties.tmp"
-    tmp.write_text(redact(environment_properties(environment)), encoding="utf-8")
-    os.replace(tmp, d / "environment.properties")
+    write_text_atomic(d / "environment.properties", redact(environment_properties(environment)))
     write_json_atomic(d / "executor.json", executor_info(release, run_id))
     write_json_atomic(d / "categories.json", [dict(c) for c in CATEGORIES])
 

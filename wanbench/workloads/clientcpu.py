@@ -42,9 +42,10 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from wanbench.procs import thread_runnable_seconds
+
 SATURATION_SHARE = 0.85
 SHARED_MACHINE_SHARE = 0.5
-_CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def usable_cores(cpus: Collection[int] = ()) -> int:
@@ -58,37 +59,6 @@ def usable_cores(cpus: Collection[int] = ()) -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def process_cpu_seconds(pid: int) -> float | None:
-    """utime + stime of every thread of ``pid`` so far; None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            data = fh.read()
-    except OSError:
-        return None
-    # The command name (field 2) may contain spaces; fields restart after ')'.
-    fields = data.rsplit(")", 1)[1].split()
-    utime, stime = int(fields[11]), int(fields[12])
-    return (utime + stime) / _CLK_TCK
-
-
-def thread_sched(pid: int) -> dict[int, float]:
-    """tid -> seconds each thread of ``pid`` was runnable (on a CPU or
-    waiting in a run queue) so far; empty when the process is gone."""
-    out: dict[int, float] = {}
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return out
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as fh:
-                run_ns, wait_ns, *_ = fh.read().split()
-        except (OSError, ValueError):
-            continue
-        out[int(tid)] = (int(run_ns) + int(wait_ns)) / 1e9
-    return out
-
-
 class RunnableSampler:
     """Runnable time per thread between the first and the latest sample."""
 
@@ -99,7 +69,7 @@ class RunnableSampler:
         self._last: dict[int, tuple[float, float]] = {}
 
     def sample(self, now: float) -> None:
-        for tid, runnable in thread_sched(self.pid).items():
+        for tid, runnable in thread_runnable_seconds(self.pid).items():
             self._first.setdefault(tid, (now, runnable))
             self._last[tid] = (now, runnable)
 

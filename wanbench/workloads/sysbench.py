@@ -25,6 +25,7 @@ import json
 import math
 import os
 import re
+import shlex
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -388,8 +389,8 @@ class SysbenchRunner:
 
     def display(self, argv: Sequence[str], env: Mapping[str, str] | None = None) -> str:
         """The command as a user would type it, password redacted."""
-        prefix = " ".join(f"{k}={v}" for k, v in (env or {}).items())
-        cmd = " ".join(_shell_quote(self.redact(a)) for a in argv)
+        prefix = " ".join(f"{k}={shlex.quote(self.redact(v))}" for k, v in (env or {}).items())
+        cmd = shlex.join(self.redact(a) for a in argv)
         return f"{prefix} {cmd}".strip()
 
     def _sql(self, statements: Sequence[str | tuple[str, Sequence[Any]]], *, database: str | None = None,
@@ -690,6 +691,3 @@ def _tail(text: str, n: int = _TAIL_LINES) -> str:
     lines = [ln for ln in text.strip().splitlines() if ln.strip() and not re.match(r"^\s*\d+\.\d+ \|", ln)]
     return " | ".join(lines[-n:]) if lines else "(no output)"
 
-
-def _shell_quote(arg: str) -> str:
-    return arg if re.fullmatch(r"[A-Za-z0-9_@%+=:,./*-]+", arg) else "'" + arg.replace("'", "'\"'\"'") + "'"

@@ -43,8 +43,8 @@ from typing import Any, Protocol
 
 from wanbench import scratch
 from wanbench.errors import InfrastructureError, MissingToolError
-from wanbench.procs import load_preexec
-from wanbench.workloads.clientcpu import ClientLoad, RunnableSampler, process_cpu_seconds, usable_cores
+from wanbench.procs import load_preexec, proc_cpu_seconds
+from wanbench.workloads.clientcpu import ClientLoad, RunnableSampler, usable_cores
 
 #: the environment variable that names the process's scratch directory
 SCRATCH_ENV = "WB_SCRATCH"
@@ -201,7 +201,7 @@ def _supervise(argv: Sequence[str], *, what: str, timeout: float, threads: int, 
             for line in proc.stdout:
                 lines.append(line)
                 if not mark and window_marker is not None and window_marker in line:
-                    cpu = process_cpu_seconds(proc.pid)
+                    cpu = proc_cpu_seconds(proc.pid)
                     if cpu is not None:
                         now = time.monotonic()
                         assert sampler is not None
