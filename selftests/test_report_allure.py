@@ -28,7 +28,7 @@ TEST_MODULE = '''
 import dataclasses, os
 import pytest
 from selftests.test_report_samples import make_cell
-from wanbench.report import add_secret, attach_cell
+from wanbench.report.allure_out import add_secret, attach_cell
 
 SEEN = {}
 # what fixtures/gate.py puts on the cell (Verdict.to_json), after attach_cell ran

@@ -103,3 +103,18 @@ def test_gate_verdict_supplies_baseline_budgets_and_short_message() -> None:
     verdict_line = next(line for line in html.splitlines() if "verdict: inconclusive" in line)
     assert len(verdict_line) < tables.MESSAGE_MAX + 200
     assert "no baseline for this cell yet" not in html
+
+
+def test_text_table_aligns_names_left_and_numbers_right() -> None:
+    lines = tables.text_table(["scenario", "c", "QPS"], [["replica_write", "8", "3158.00"], ["pd", "128", "12.5"]],
+                              right=(1, 2))
+    assert lines == [
+        "| scenario      |   c |     QPS |",
+        "|---------------|-----|---------|",
+        "| replica_write |   8 | 3158.00 |",
+        "| pd            | 128 |    12.5 |",
+    ]
+    assert tables.text_table(["cell", "verdict", "QPS"], [["a rtt=50ms c=8", "regression", "-41.4%"]], right=(2,),
+                             frame=False) == ["cell            verdict        QPS",
+                                              "a rtt=50ms c=8  regression  -41.4%"]
+    assert tables.text_table(["type", "qps"], []) == ["| type | qps |", "|------|-----|"]

@@ -34,6 +34,7 @@ from wanbench.gate.baseline import (
 )
 from wanbench.gate.budgets import Budgets, CellKey, default_budgets_path, load_budgets
 from wanbench.gate.verdict import REGRESSION, Judge, Pending, Verdict, correct, decide
+from wanbench.report.tables import text_table
 
 
 @dataclass
@@ -155,10 +156,9 @@ def _headline(v: Verdict) -> str:
 
 
 def print_table(verdicts: Sequence[Verdict], out: TextIO) -> None:
-    width = max([len(v.key.label) for v in verdicts] + [4])
-    out.write(f"{'cell':<{width}}  {'verdict':<12}  {'QPS':>7}\n")
-    for v in verdicts:
-        out.write(f"{v.key.label:<{width}}  {v.status:<12}  {_headline(v):>7}\n")
+    rows = [[v.key.label, v.status, _headline(v)] for v in verdicts]
+    for line in text_table(["cell", "verdict", "QPS"], rows, right=(2,), frame=False):
+        out.write(line + "\n")
     out.write("\n")
     for v in verdicts:
         out.write(f"[{v.status}] {v.message}\n")

@@ -1,22 +1,7 @@
-"""Allure reporting: per-test tables and SVG charts, the seed-000 summary
-matrix, run context and Allure 3 metrics (see ``allure_out``)."""
+"""Reporting: the Allure output (``allure_out``: per-test tables and SVG
+charts, the seed-000 summary matrix, run context, Allure 3 metrics), the
+charts, the evidence pages, and the tables (``tables``: HTML, CSV and the one
+text-table renderer of every terminal summary).
 
-from __future__ import annotations
-
-from wanbench.report.allure_out import (
-    add_secret,
-    attach_cell,
-    attach_summary,
-    note_environment,
-    note_run_context,
-    write_run_context,
-)
-
-__all__ = [
-    "add_secret",
-    "attach_cell",
-    "attach_summary",
-    "note_environment",
-    "note_run_context",
-    "write_run_context",
-]
+Nothing is imported here, so that ``wanbench.report.tables`` can be used
+(by the engines' own seed tables) without loading Allure."""

@@ -1,9 +1,11 @@
-"""Tables for the Allure report: the per-test HTML result table, the raw
-per-round CSV and the seed-000 style summary matrix.
+"""Tables: for the Allure report the per-test HTML result table, the raw
+per-round CSV and the seed-000 style summary matrix; for the terminal the one
+text-table renderer (``text_table``) every printed table uses.
 
-Everything here is a pure function of ``CellResult`` objects and returns
-text; ``allure_out`` decides where it goes. The HTML uses only tags and
-inline styles that Allure's sanitiser keeps (no scripts, no classes).
+Everything here is a pure function of ``CellResult`` objects (or rows of
+strings) and returns text; ``allure_out`` and the terminal summaries decide
+where it goes. The HTML uses only tags and inline styles that Allure's
+sanitiser keeps (no scripts, no classes).
 """
 
 from __future__ import annotations
@@ -11,12 +13,34 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
 from typing import Any
 
 from wanbench.results import CellResult, drop_table
+
+
+def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, right: Collection[int] = (),
+               frame: bool = True) -> list[str]:
+    """Rows of strings as aligned lines for a terminal: the header, a rule,
+    the rows. Columns whose index is in ``right`` (numbers) are right-aligned,
+    header included, the others (names) left-aligned, so digits line up and
+    names read from the left. With ``frame`` the layout of the seed tables
+    users pasted (``| a | b |`` under a ``|---|`` rule, which also renders as
+    Markdown); without, columns two spaces apart and no rule."""
+    table = [list(headers), *(list(r) for r in rows)]
+    widths = [max(len(r[i]) for r in table) for i in range(len(headers))]
+
+    def line(cells: Sequence[str]) -> str:
+        out = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))]
+        return "| " + " | ".join(out) + " |" if frame else "  ".join(out).rstrip()
+
+    lines = [line(table[0])]
+    if frame:
+        lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return lines + [line(r) for r in table[1:]]
+
 
 #: (metric key of CellResult.metrics(), label, unit, True if higher is better)
 HEADLINE: tuple[tuple[str, str, str, bool], ...] = (

@@ -9,9 +9,10 @@ the ``*_table`` functions the same data as text for the terminal.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from wanbench.report.tables import text_table
 from wanbench.results import CellResult
 
 #: The bundled OLTP workloads, in the order the seeds list them.
@@ -110,24 +111,17 @@ def _fmt(v: Any, spec: str = ".2f") -> str:
     return str(v)
 
 
-def _render(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)]
-    line = "| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + " |"
-    sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
-    body = ["| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |" for r in rows]
-    return "\n".join([line, sep, *body])
-
-
 def oltp_table(cells: Iterable[CellResult | Mapping[str, Any]]) -> str:
     """Seed 004's table (type | path | threads | qps | tps | p95 ...) as text."""
     rows = oltp_rows(cells)
     if not rows:
         return ""
-    return _render(
+    return "\n".join(text_table(
         ["type", "path", "threads", "qps", "tps", "p95 ms", "p99 ms", "errors", "client-bound"],
         [[str(r["type"]), str(r["path"]), str(r["threads"]), _fmt(r["qps"]), _fmt(r["tps"]), _fmt(r["p95"]),
           _fmt(r["p99"]), str(r["errors"]), _fmt(r["client_bound"])] for r in rows],
-    )
+        right=range(2, 8),
+    ))
 
 
 def direct_vs_proxy_table(cells: Iterable[CellResult | Mapping[str, Any]]) -> str:
@@ -135,7 +129,7 @@ def direct_vs_proxy_table(cells: Iterable[CellResult | Mapping[str, Any]]) -> st
     rows = direct_vs_proxy_rows(cells)
     if not rows:
         return ""
-    return _render(
+    return "\n".join(text_table(
         ["type", "threads", "direct qps", "proxy qps", "qps diff", "direct p95", "proxy p95", "p95 diff",
          "client-bound"],
         [[str(r["type"]), str(r["threads"]), _fmt(r["direct_qps"]), _fmt(r["proxy_qps"]),
@@ -143,7 +137,8 @@ def direct_vs_proxy_table(cells: Iterable[CellResult | Mapping[str, Any]]) -> st
           _fmt(r["direct_p95"]), _fmt(r["proxy_p95"]),
           _fmt(r["p95_diff_pct"], "+.1f") + ("%" if r["p95_diff_pct"] is not None else ""),
           _fmt(r["client_bound"])] for r in rows],
-    )
+        right=range(1, 8),
+    ))
 
 
 def tables_json(cells: Iterable[CellResult | Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
