@@ -106,6 +106,8 @@ def test_markers_are_registered_for_strict_markers_anywhere(pytester: pytest.Pyt
 
         @pytest.mark.rtt
         @pytest.mark.tpcc
+        @pytest.mark.ycsb
+        @pytest.mark.availability
         @pytest.mark.slow
         def test_marked():
             pass
@@ -113,7 +115,7 @@ def test_markers_are_registered_for_strict_markers_anywhere(pytester: pytest.Pyt
     res = run(pytester, "--strict-markers", "-q", "--benchmark-disable")
     assert res.ret == 0, res.stdout.str() + res.stderr.str()
     markers = run(pytester, "--markers").stdout.str()
-    for name in ("rtt", "bandwidth", "loss", "sysbench", "tpcc"):
+    for name in ("rtt", "bandwidth", "loss", "sysbench", "tpcc", "ycsb", "availability", "lab", "netns", "slow"):
         assert markers.count(f"@pytest.mark.{name}:") == 1, name
 
 

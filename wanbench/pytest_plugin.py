@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from wanbench.fixtures.families import FAMILIES
+
 pytest_plugins = [
     "wanbench.fixtures.options",
     "wanbench.fixtures.progress",
@@ -39,14 +41,10 @@ pytest_plugins = [
     # -- plugin modules: add below --
 ]
 
-#: marker name -> description; the performance families first
+#: marker name -> description: the performance families (``FAMILIES``), then the self-tests' markers.
+#: The only place markers are registered (``pytest.ini`` lists none), so the list cannot drift.
 MARKERS = {
-    "rtt": "added round-trip time on one component (tests/rtt)",
-    "bandwidth": "aggregate rate cap on one component's links (tests/bandwidth)",
-    "loss": "packet loss on one component's links (tests/loss)",
-    "sysbench": "sysbench OLTP workloads, direct and through the proxy (tests/sysbench)",
-    "tpcc": "the TPC-C workload (tests/tpcc)",
-    "ycsb": "the YCSB core workloads A-F (tests/ycsb)",
+    **FAMILIES,
     "lab": "self-test that starts real lab servers (MariaDB, HAProxy, Toxiproxy)",
     "netns": "self-test that builds network-namespace hosts (needs root)",
     "slow": "self-test that takes more than a few seconds",
@@ -54,8 +52,8 @@ MARKERS = {
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    # A project's pytest.ini may declare the same markers: add only the missing
-    # ones, so `pytest --markers` lists each once.
+    # A user's own pytest.ini may declare the same markers: add only the
+    # missing ones, so `pytest --markers` lists each once.
     known = {line.split(":", 1)[0].split("(", 1)[0].strip() for line in config.getini("markers")}
     for name, text in MARKERS.items():
         if name not in known:
