@@ -1,19 +1,22 @@
-"""A cluster under test, whatever its profile: where clients connect, which
-mechanism puts a fault of each kind in place, how that fault is verified,
-and the facts that fingerprint a run. ``LabCluster`` is the embedded lab;
-the TiDB profile has its own class with the same shape."""
+"""``LabCluster``: the ``Cluster`` (``wanbench.profiles.base``) of the
+embedded lab: where clients connect, which mechanism puts a fault of each
+kind in place, how that fault is verified, and the facts that fingerprint a
+run. The TiDB profile's class has the same shape
+(``wanbench.profiles.cluster.TidbCluster``).
+
+``Cluster``, ``SqlTarget`` and ``client_facts`` live in
+``wanbench.profiles.base`` and are importable from here too."""
 
 from __future__ import annotations
 
 import json
 import os
-import platform
 import shutil
 import sys
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import mysql.connector
 
@@ -25,57 +28,10 @@ from wanbench.faults.lab_tc import lab_link_mechanism, lab_run_id, lab_scope, pr
 from wanbench.faults.lease import LeaseKeeper
 from wanbench.faults.probe import Capabilities, choose_mechanism, probe
 from wanbench.faults.toxiproxy import TOXIC_PREFIX, ToxiproxyMechanism, expected_added_ms, write_toxic_lease
-from wanbench.lab import DATABASE, Credentials, Lab
-from wanbench.procs import ProcessHandle, cpu_model, proc_start_time, spawn
-from wanbench.topology import Link, Scenario, Topology
-
-
-@dataclass(frozen=True)
-class SqlTarget:
-    """Where a workload connects (credentials kept out of repr)."""
-
-    host: str
-    port: int
-    credentials: Credentials
-    database: str = DATABASE
-
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
-
-
-class Cluster(Protocol):
-    profile: str
-    topology: Topology
-
-    def sql_targets(self, path: str) -> list[SqlTarget]: ...
-
-    def workload_args(self, path: str) -> list[str]: ...
-
-    def client_cpus(self) -> tuple[int, ...]: ...
-
-    def mechanism(self, kind: FaultKind) -> Mechanism: ...
-
-    def fault_for(self, scenario: Scenario, level: Any) -> Fault: ...
-
-    def apply(self, fault: Fault, *, expected_duration_s: float) -> Evidence: ...
-
-    def clear(self, fault: Fault, evidence: Evidence) -> Evidence: ...
-
-    def sweep(self) -> list[str]: ...
-
-    def check_faults(self) -> None: ...
-
-    def run_context(self) -> dict[str, Any]: ...
-
-    def close(self) -> None: ...
-
-
-def client_facts() -> dict[str, Any]:
-    """The load generator's hardware: part of every fingerprint."""
-    return {"host": platform.node(), "cpu_model": cpu_model(), "cores": os.cpu_count(),
-            "python": sys.version.split()[0]}
-
+from wanbench.lab import Lab
+from wanbench.procs import ProcessHandle, proc_start_time, spawn
+from wanbench.profiles.base import Cluster, SqlTarget, client_facts
+from wanbench.topology import Link, Scenario
 
 #: Measured on the lab (min of 7 ``SELECT 1`` round trips, 5 applies per level, 1..200 ms): Toxiproxy adds
 #: its level plus 0.1-1.3 ms per faulted link a request crosses, whatever the level (its timers and

@@ -1,4 +1,5 @@
-"""``TidbCluster``: the ``Cluster`` of a real tiup-deployed TiDB cluster.
+"""``TidbCluster``: the ``Cluster`` (``wanbench.profiles.base``) of a real
+tiup-deployed TiDB cluster.
 
 Faults are the tc mechanism over SSH on the hosts the plan names, scoped to
 the target's own flows (``wanbench.profiles.plan``). Before the first fault
@@ -14,13 +15,13 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from wanbench.cluster import SqlTarget, client_facts
 from wanbench.errors import FaultError, FaultVerificationError, InfrastructureError, WanbenchError
 from wanbench.executors.base import Executor
-from wanbench.faults.base import Evidence, Fault, FaultKind, Mechanism
+from wanbench.faults.base import Evidence, Fault, FaultKind
 from wanbench.faults.deadman import DEFAULT_LEASE_S, RunInfo
 from wanbench.faults.lease import LeaseKeeper
 from wanbench.lab import Credentials
+from wanbench.profiles.base import SqlTarget, client_facts
 from wanbench.profiles.pd import LeaderDiscovery, PDClient, PendingPeerSampler, discover_leader
 from wanbench.profiles.plan import (
     FaultPlan,
@@ -170,9 +171,6 @@ class TidbCluster:
                     ex.close()
         return render_dry_run(plan, commands=tc_renderer(ssh_ports=ports), ssh_user=self.settings.ssh_user)
 
-    def mechanism(self, kind: FaultKind) -> Mechanism:
-        raise NotImplementedError("the tidb profile builds one tc mechanism per host and interface: use apply()")
-
     def apply(self, fault: Fault, *, expected_duration_s: float) -> Evidence:
         plan, found = self._plans[fault]
         if self.dry_run:
@@ -279,6 +277,10 @@ class TidbCluster:
                                ssh_ports=(self.settings.ssh_port_of(host),), **extra)
             removed += mech.sweep()
         return removed
+
+    def start_watchdog(self) -> None:
+        """Nothing to start on the runner's side: every fault on a TiDB host is armed with a
+        dead-man timer *on that host* (``faults.deadman``), which removes it if this runner dies."""
 
     def check_faults(self) -> None:
         """Raise ``FaultLostError`` if a host's lease of the faults in place was lost (see ``faults.lease``)."""

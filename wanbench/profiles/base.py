@@ -1,0 +1,102 @@
+"""The shape every profile has: ``Cluster``, the protocol the fixtures, the
+workload engines and the gate's fingerprint use, and what it hands out.
+
+A profile is a kind of cluster under test: the embedded lab
+(``wanbench.cluster.LabCluster``) or a tiup-deployed TiDB cluster
+(``wanbench.profiles.cluster.TidbCluster``). Each implements every method
+below for real, so the fixtures call them without asking which profile they
+have (``wanbench/fixtures/cluster.py`` types its cluster as ``Cluster`` and
+mypy checks both classes against it). How a profile puts a fault in place
+(which mechanism, on which host) is its own business, behind ``apply`` and
+``clear``; it is not part of the shape.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from wanbench.faults.base import Evidence, Fault
+from wanbench.lab import DATABASE, Credentials
+from wanbench.procs import cpu_model
+from wanbench.topology import Scenario, Topology
+
+
+@dataclass(frozen=True)
+class SqlTarget:
+    """Where a workload connects (credentials kept out of repr)."""
+
+    host: str
+    port: int
+    credentials: Credentials
+    database: str = DATABASE
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+class Cluster(Protocol):
+    """A cluster under test, whatever its profile."""
+
+    #: the profile's name ("lab", "tidb"): picks the scenario catalog and the default budgets
+    profile: str
+    topology: Topology
+
+    def sql_targets(self, path: str) -> list[SqlTarget]:
+        """Where clients connect on ``path`` ("proxy" or "direct")."""
+        ...
+
+    def workload_args(self, path: str) -> list[str]:
+        """Extra sysbench options this profile needs on ``path`` (TiDB: which errors are retryable)."""
+        ...
+
+    def client_cpus(self) -> tuple[int, ...]:
+        """The CPUs the load generator is pinned to (empty: not pinned)."""
+        ...
+
+    def fault_for(self, scenario: Scenario, level: Any) -> Fault:
+        """The fault ``scenario`` puts at ``level`` (a ``faults.base.Level``)."""
+        ...
+
+    def apply(self, fault: Fault, *, expected_duration_s: float) -> Evidence:
+        """Put ``fault`` in place and verify it, under a lease and a dead-man timer that
+        removes it ``expected_duration_s`` plus grace later at the latest."""
+        ...
+
+    def clear(self, fault: Fault, evidence: Evidence) -> Evidence:
+        """Remove ``fault`` and verify it is gone."""
+        ...
+
+    def sweep(self) -> list[str]:
+        """Remove faults an earlier, dead run left behind; what was removed."""
+        ...
+
+    def start_watchdog(self) -> None:
+        """Arm whatever removes this run's faults if the runner dies (a profile whose
+        hosts' own timers do that arms nothing here)."""
+        ...
+
+    def check_faults(self) -> None:
+        """Raise ``FaultLostError`` if the lease of a fault in place was lost."""
+        ...
+
+    def run_context(self) -> dict[str, Any]:
+        """The facts that fingerprint a run (profile, versions, shape, client)."""
+        ...
+
+    def close(self) -> None:
+        """Clear what is still in place and let go of connections."""
+        ...
+
+
+def client_facts() -> dict[str, Any]:
+    """The load generator's hardware: part of every profile's fingerprint."""
+    return {"host": platform.node(), "cpu_model": cpu_model(), "cores": os.cpu_count(),
+            "python": sys.version.split()[0]}
+
+
+__all__ = ["Cluster", "SqlTarget", "client_facts"]
