@@ -96,6 +96,10 @@ class SeriesPoint:
     def to_json(self) -> dict[str, float]:
         return {"t": self.t, "qps": self.qps, "latency_ms": self.latency_ms, "errors": self.errors}
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SeriesPoint:
+        return cls(_float(data["t"]), _float(data["qps"]), _float(data["latency_ms"]), _float(data.get("errors", 0)))
+
 
 @dataclass(frozen=True)
 class WorkloadResult:
@@ -140,6 +144,24 @@ class WorkloadResult:
             return {"avg": math.nan, "min": math.nan, "max": math.nan}
         return {"avg": statistics.fmean(secs), "min": min(secs), "max": max(secs)}
 
+    @classmethod
+    def from_json(cls, cell: Mapping[str, Any]) -> WorkloadResult:
+        """The workload part of a cell's ``to_json`` (the raw load-generator
+        reports are not in it: they stay with the process that measured)."""
+        return cls(
+            workload=str(cell["workload"]),
+            concurrency=int(cell["concurrency"]),
+            rounds=tuple(Round.from_json(r) for r in cell.get("rounds") or ()),
+            latency_ms=Latency.from_json(cell.get("latency_ms") or {}),
+            errors=int(cell.get("errors", 0)),
+            errors_by_code=dict(cell.get("errors_by_code") or {}),
+            ignored_errors=int(cell.get("ignored_errors", 0)),
+            reconnects=int(cell.get("reconnects", 0)),
+            series=tuple(SeriesPoint.from_json(p) for p in cell.get("series") or ()),
+            client=dict(cell.get("client") or {}),
+            extra=dict(cell.get("workload_extra") or {}),
+        )
+
 
 @dataclass
 class CellResult:
@@ -158,6 +180,27 @@ class CellResult:
     started: str = ""
     finished: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the cluster that measured the cell, in a run over several (docs/scale-out.md); None in a one-cluster run
+    cluster: Mapping[str, Any] | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CellResult:
+        """A cell back from its ``to_json`` (how an xdist worker's cells reach the controller)."""
+        return cls(
+            test_id=str(data["test_id"]),
+            family=str(data["family"]),
+            scenario=str(data["scenario"]),
+            level=dict(data.get("level") or {}),
+            concurrency=int(data["concurrency"]),
+            workload=WorkloadResult.from_json(data),
+            fault=dict(data.get("fault") or {}),
+            path=str(data.get("path") or ""),
+            verdict=dict(data["verdict"]) if data.get("verdict") else None,
+            started=str(data.get("started") or ""),
+            finished=str(data.get("finished") or ""),
+            extra=dict(data.get("extra") or {}),
+            cluster=dict(data["cluster"]) if data.get("cluster") else None,
+        )
 
     def metrics(self) -> dict[str, float]:
         """Headline numbers by metric name, as budgets and baselines use them."""
@@ -205,6 +248,7 @@ class CellResult:
             "started": self.started,
             "finished": self.finished,
             "extra": self.extra,
+            **({"cluster": dict(self.cluster)} if self.cluster else {}),
         })
 
 
@@ -287,6 +331,10 @@ def drop_table(cells: Sequence[Mapping[str, Any]], family: str) -> list[dict[str
         key = (c["scenario"], c["concurrency"])
         row = rows.setdefault(key, {"scenario": c["scenario"], "concurrency": c["concurrency"], "levels": {}})
         row["levels"][c["level"]["label"]] = {"value": c["level"]["value"], "qps": c["qps"]}
+        if c.get("cluster"):  # a run over several clusters: a scenario's levels all ran on one
+            clusters = row.setdefault("clusters", [])
+            if c["cluster"]["name"] not in clusters:
+                clusters.append(c["cluster"]["name"])
     out = []
     for (_scenario, _conc), row in sorted(rows.items()):
         levels = row["levels"]
