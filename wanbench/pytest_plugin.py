@@ -26,7 +26,9 @@ from wanbench.fixtures.families import FAMILIES
 
 pytest_plugins = [
     "wanbench.fixtures.options",
+    "wanbench.fixtures.handover",
     "wanbench.fixtures.progress",
+    "wanbench.fixtures.scaleout",
     "wanbench.fixtures.cluster",
     "wanbench.fixtures.faults",
     "wanbench.fixtures.evidence",
