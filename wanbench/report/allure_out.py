@@ -145,6 +145,34 @@ def note_environment(**values: Any) -> None:
             _session.environment[k] = v if isinstance(v, str) else json.dumps(v, sort_keys=True)
 
 
+def write_broken(results_dir: str | os.PathLike[str], *, nodeid: str, message: str, cluster: str = "") -> None:
+    """An Allure result for a test no process could report itself (its xdist
+    worker died before or while running it): status broken, with the reason.
+    Its history id is the node id's, not allure-pytest's (which needs the
+    test's parameter objects)."""
+    import hashlib
+
+    from allure_commons.logger import AllureFileLogger
+    from allure_commons.model2 import Label, StatusDetails, TestResult
+
+    path, _, name = nodeid.partition("::")
+    full_name = f"{path.removesuffix('.py').replace('/', '.')}#{name.split('[', 1)[0]}"
+    now = int(time.time() * 1000)
+    labels = [Label(name="framework", value="wanbench")]
+    if cluster:
+        labels.append(Label(name="cluster", value=cluster))
+    result = TestResult(uuid=str(uuid.uuid4()), name=name or nodeid, fullName=full_name,
+                        historyId=hashlib.md5(nodeid.encode(), usedforsecurity=False).hexdigest(),
+                        status="broken", statusDetails=StatusDetails(message=redact(message)), stage="finished",
+                        start=now, stop=now, labels=labels)
+    AllureFileLogger(str(results_dir)).report_result(result)
+
+
+def noted_environment() -> dict[str, str]:
+    """What was noted for environment.properties in this process (an xdist worker hands it on)."""
+    return dict(_session.environment)
+
+
 def note_run_context(ctx: Mapping[str, Any]) -> None:
     """Record the lead's ``run_context`` (profile, versions, topology shape,
     client, mechanisms, endpoints, params) for environment.properties."""
@@ -224,6 +252,9 @@ def attach_cell(
     for name, value in (("scenario", cell.scenario), ("level", lvl), ("concurrency", cell.concurrency),
                         ("workload", cell.workload.workload), ("path", cell.path or "-")):
         allure.dynamic.parameter(name, value)
+    if cell.cluster:  # a run over several clusters: which one measured the cell (not part of its history id)
+        allure.dynamic.label("cluster", str(cell.cluster.get("name", "")))
+        allure.dynamic.parameter("cluster", str(cell.cluster.get("name", "")), excluded=True)
     if cell.fault:
         # Readable value for the indirect ``fault`` parameter; its history id
         # still comes from pytest's own parameter value, so it stays stable.
