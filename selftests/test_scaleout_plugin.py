@@ -83,7 +83,8 @@ def test_two_workers_give_one_processs_cells_tables_and_verdicts(project: pytest
               "--baseline-save")
     assert one.ret == 0, one.stdout.str()
     two = run(project, "-n", "2", "--labs", "2", "--lab-port-base", "25400",
-              "--results-json", str(tmp_path / "two.json"), "--baseline-dir", str(tmp_path / "b2"), "--baseline-save")
+              "--results-json", str(tmp_path / "two.json"), "--baseline-dir", str(tmp_path / "b2"), "--baseline-save",
+              "--alluredir", str(tmp_path / "allure"))
     out = two.stdout.str()
     assert two.ret == 0, out
     a, b = _cells(tmp_path / "one.json"), _cells(tmp_path / "two.json")
@@ -104,6 +105,10 @@ def test_two_workers_give_one_processs_cells_tables_and_verdicts(project: pytest
     saved = [line for line in out.splitlines() if "baseline saved:" in line]
     assert len(saved) == 1, saved
     assert "8 cells of lab1, lab2" in saved[0], saved
+    results = [json.loads(p.read_text()) for p in (tmp_path / "allure").glob("*-result.json")]
+    assert len(results) == 8
+    assert {lab["value"] for r in results for lab in r["labels"] if lab["name"] == "cluster"} == {"lab1", "lab2"}
+    assert "clusters=lab1, lab2" in (tmp_path / "allure" / "environment.properties").read_text()
     (store,) = (tmp_path / "b2").glob("*.json")
     assert json.loads(store.read_text())["runs"][0]["cells"].keys() == json.loads(
         next((tmp_path / "b1").glob("*.json")).read_text())["runs"][0]["cells"].keys()
@@ -114,7 +119,8 @@ def test_a_worker_that_dies_mid_scenario(project: pytest.Pytester, tmp_path: Pat
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("KILL_AT", "replica_write-20ms-c1")
     res = run(project, "-n", "2", "--labs", "2", "--lab-port-base", "25400", "--results-json",
-              str(tmp_path / "r.json"), "--baseline-dir", str(tmp_path / "b"), "--max-worker-restart", restarts)
+              str(tmp_path / "r.json"), "--baseline-dir", str(tmp_path / "b"), "--max-worker-restart", restarts,
+              "--alluredir", str(tmp_path / "allure"))
     out = res.stdout.str()
     assert res.ret == 1, out
     assert "crashed while running" in out, out
@@ -125,5 +131,8 @@ def test_a_worker_that_dies_mid_scenario(project: pytest.Pytester, tmp_path: Pat
     broken = [b["test_id"] for b in doc["broken"]]
     assert measured == [i for i in IDS if not i.startswith("test_rtt[replica_write-20ms")]
     assert broken == ["test_rtt[replica_write-20ms-c1]", "test_rtt[replica_write-20ms-c4]"]
+    allure = {r["name"]: r for r in (json.loads(p.read_text()) for p in (tmp_path / "allure").glob("*-result.json"))}
+    assert allure["test_rtt[replica_write-20ms-c4]"]["status"] == "broken"  # written by the controller
+    assert allure["test_rtt[replica_write-20ms-c1]"]["status"] == "broken"
     assert "1 failed" in out, out.splitlines()[-1]
     assert "1 error" in out, out.splitlines()[-1]
