@@ -1,7 +1,8 @@
 """``pytest -n 2 --labs 2`` on real labs: the same cells, with the same ids,
 merged into one result as one lab measures them one after the other; and a
-worker killed with ``kill -9`` mid-run leaves no fault behind and its cells
-reported broken, never silently missing.
+worker killed with ``kill -9`` mid-run, while its level is in place (rtt:
+Toxiproxy toxics; loss: an nft table on lo), leaves no fault behind and its
+cells reported broken, never silently missing.
 
 Two scenarios, level 0 and one level, one concurrency: the cells of a
 scenario stay on one lab, so two scenarios are what it takes to use both."""
@@ -116,11 +117,27 @@ def test_two_labs_under_n2_give_the_cells_and_result_of_one_lab(tmp_path: Path) 
     _labs_gone(tmp_path / "seq", base, 1)
 
 
-def test_a_killed_worker_leaves_no_fault_and_its_cells_broken(tmp_path: Path) -> None:
+def _faults_in_place(family: str, lab: Lab) -> list[str]:
+    """What of ``lab``'s fault is in place now: its toxics (rtt), its nft/tc rules (loss)."""
+    if family == "rtt":
+        try:
+            return [f"toxic {name} on {proxy}" for proxy, name in lab.toxiproxy.our_toxics()] if lab.is_up() else []
+        except Exception:  # noqa: BLE001 - the lab is still starting
+            return []
+    return [f.line for f in host_faults(LocalExecutor("localhost"), STATE_DIR)
+            if f.state is not None and f.state.scope == lab_scope(lab.port_base)]
+
+
+@pytest.mark.parametrize(("family", "levels"), [("rtt", "0,20ms,40ms"), ("loss", "0,1%,2%")])
+def test_a_killed_worker_leaves_no_fault_and_its_cells_broken(tmp_path: Path, family: str, levels: str) -> None:
+    """rtt: the fault is Toxiproxy toxics; loss: an nft table of the worker's run on lo."""
     pbase = free_port_base(PORTS[0] + 250, PORTS[1], span=LAB_PORT_STRIDE + 14)
     lab_dir = tmp_path / "lab"
     labs = [Lab(lab_dir, pbase), Lab(lab_dir.with_name("lab-2"), pbase + LAB_PORT_STRIDE)]
-    matrix = [*SCENARIOS, "--rtt", "0,20ms,40ms", "--concurrency", "1,4", "--queries", "300"]
+    matrix = [f"tests/{family}", *SCENARIOS[1:], f"--{family}", levels, "--concurrency", "1,4", "--queries", "300"]
+    listed = _run("--collect-only", "-q", *matrix, timeout=300)
+    every = {line.split("::")[-1] for line in listed.stdout.splitlines() if "::" in line}
+    assert len(every) == 12, listed.stdout
     log = (tmp_path / "run.log").open("w")
     proc = subprocess.Popen(  # noqa: S603
         suite_cmd("-n", "2", "--labs", "2", *matrix, "--lab-dir", str(lab_dir), "--lab-port-base", str(pbase),
@@ -132,28 +149,25 @@ def test_a_killed_worker_leaves_no_fault_and_its_cells_broken(tmp_path: Path) ->
         deadline = time.monotonic() + 600
         while not killed and time.monotonic() < deadline and proc.poll() is None:
             for k, lab in enumerate(labs):
-                try:
-                    toxics = lab.toxiproxy.our_toxics() if lab.is_up() else []
-                except Exception:  # noqa: BLE001 - the lab is still starting
-                    toxics = []
-                if toxics:  # a level is in place: kill the worker that owns this lab
+                faults = _faults_in_place(family, lab)
+                if faults:  # a level is in place: kill the worker that owns this lab
                     pinned = {j: {svc: os.sched_getaffinity(h.pid) for svc in SERVICES
                                   if (h := other.handle(svc)) is not None and h.alive()}
                               for j, other in enumerate(labs)}
                     pid = int(lab.state()["owner"]["pid"])
                     os.kill(pid, signal.SIGKILL)
-                    killed = {"lab": k, "pid": pid, "at": time.monotonic(), "toxics": toxics, "pinned": pinned}
+                    killed = {"lab": k, "pid": pid, "at": time.monotonic(), "faults": faults, "pinned": pinned}
                     break
             time.sleep(0.2)
         assert killed, "no fault was ever applied"
         sets = split_cpus(os.sched_getaffinity(0), 2)
         for j, services in killed["pinned"].items():  # each lab's servers on its own CPUs (or shared)
             assert all(cpus == (set(sets[j]) or os.sched_getaffinity(0)) for cpus in services.values()), killed
-        # the watchdog of the dead worker removes its toxics within a second or so, while the run goes on
+        # the watchdog of the dead worker removes its fault within a second or so, while the run goes on
         lab = labs[killed["lab"]]
-        while lab.toxiproxy.our_toxics() and time.monotonic() - killed["at"] < 10:
+        while _faults_in_place(family, lab) and time.monotonic() - killed["at"] < 10:
             time.sleep(0.2)
-        assert not lab.toxiproxy.our_toxics(), "the killed worker's fault outlived it"
+        assert not _faults_in_place(family, lab), "the killed worker's fault outlived it"
         cleared_after = time.monotonic() - killed["at"]
         proc.wait(timeout=900)
     finally:
@@ -171,8 +185,6 @@ def test_a_killed_worker_leaves_no_fault_and_its_cells_broken(tmp_path: Path) ->
     crashed = {line.split("crashed while running ")[1].split("::")[-1].strip("'\" ")
                for line in out.splitlines() if "crashed while running" in line}
     assert len(crashed) == 1, crashed
-    every = {f"test_rtt[{sc}-{lv}-c{c}]" for sc in ("replica_write", "primary") for lv in ("0ms", "20ms", "40ms")
-             for c in (1, 4)}
     assert crashed <= broken  # failed by xdist, and listed with the cells it could not measure
     assert measured | broken == every, (measured, broken)  # nothing silently missing
     assert not measured & broken
@@ -181,5 +193,5 @@ def test_a_killed_worker_leaves_no_fault_and_its_cells_broken(tmp_path: Path) ->
     assert f"lab{killed['lab'] + 1}: its worker (pid {killed['pid']}) died; stopped its lab" in out
     _labs_gone(lab_dir, pbase, 2)
     _no_faults_of([pbase, pbase + LAB_PORT_STRIDE], [str(killed["pid"])])
-    print(f"killed worker {killed['pid']} (lab {killed['lab'] + 1}) with {killed['toxics']}; "
-          f"its toxics were gone {cleared_after:.1f}s later")
+    print(f"{family}: killed worker {killed['pid']} (lab {killed['lab'] + 1}) with {killed['faults']}; "
+          f"its fault was gone {cleared_after:.1f}s later")
