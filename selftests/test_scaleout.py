@@ -279,3 +279,45 @@ def test_n_with_one_cluster_keeps_todays_refusal() -> None:
     proc = _pytest("-n", "2", "tests/rtt", "--rtt", "0", "--concurrency", "1")
     assert proc.returncode != 0
     assert "performance tests must not run under pytest-xdist (-n)" in proc.stdout + proc.stderr
+
+
+# -- the gate's repeat of undecided cells, from the workers' verdicts --------------------------
+
+
+def test_the_controller_repeats_the_workers_undecided_cells(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--gate-max-runs over several clusters: the next invocation gets the
+    undecided cells and their level-0 siblings by node id, and a chain file
+    with each undecided cell's run so far, as a one-process run would."""
+    from wanbench.fixtures import gate as gate_mod
+
+    meta = {"run_index": 1, "max_runs": 3, "alpha": 0.05, "cells_planned": 3, "source": "b.yaml", "fingerprint": {}}
+    level0 = "rtt/replica_write/0ms/c=4/proxy/write_probe"
+    faulted = "rtt/replica_write/20ms/c=4/proxy/write_probe"
+    other = "rtt/primary/20ms/c=4/proxy/read_probe"
+    tally = gate_mod.GateTally([
+        {"id": level0, "nodeid": "t.py::test_rtt[replica_write-0ms-c4]", "status": "pass", "message": "",
+         "undecided": False, "run": {"summary": {"qps": 100.0}, "drop": {}}, "meta": meta, "cluster": "lab1"},
+        {"id": faulted, "nodeid": "t.py::test_rtt[replica_write-20ms-c4]", "status": "inconclusive", "message": "",
+         "undecided": True, "run": {"summary": {"qps": 50.0}, "drop": {"qps": 0.5}}, "meta": meta, "cluster": "lab1"},
+        {"id": other, "nodeid": "t.py::test_rtt[primary-20ms-c4]", "status": "pass", "message": "",
+         "undecided": False, "run": {"summary": {"qps": 9.0}, "drop": {}}, "meta": meta, "cluster": "lab2"},
+    ])
+    seen: dict[str, Any] = {}
+
+    def fake_run(config: Any, argv: list[str]) -> int:
+        seen["argv"] = argv
+        seen["chain"] = json.loads(Path(argv[argv.index("--gate-chain") + 1]).read_text())
+        return 0
+
+    monkeypatch.setattr(gate_mod, "_run_chained", fake_run)
+    options = {"gate_chain": None, "results_json": None}
+    config = SimpleNamespace(getoption=lambda name, default=None: options.get(name, default),
+                             invocation_params=SimpleNamespace(args=("-n", "2", "--labs", "2", "tests/rtt")),
+                             args=["tests/rtt"], pluginmanager=SimpleNamespace(get_plugin=lambda name: None))
+    session = SimpleNamespace(config=config, exitstatus=0)
+    gate_mod._repeat_merged(session, tally)  # type: ignore[arg-type]
+    argv = seen["argv"]
+    assert argv[:4] == ["-n", "2", "--labs", "2"]  # the same clusters again
+    assert argv[4:6] == ["t.py::test_rtt[replica_write-0ms-c4]", "t.py::test_rtt[replica_write-20ms-c4]"]
+    assert seen["chain"]["run"] == 2
+    assert seen["chain"]["cells"] == {faulted: [{"summary": {"qps": 50.0}, "drop": {"qps": 0.5}}]}
