@@ -62,7 +62,7 @@ def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetnsNetwork]:
     with pytest.MonkeyPatch.context() as mp:
         used = netns._sh("ip", "-o", "-4", "addr", "show").stdout
         assert f" 198.18.{OCTET}." not in used, f"198.18.{OCTET}.0/24 is already in use on this machine"
-        mp.setattr(netns, "_free_octet", lambda start: OCTET)  # the harness picks 100+; ours is 64
+        mp.setattr(netns, "_free_octet", lambda start, net="198.18": OCTET)  # the harness picks 100+; ours is 64
         with NetnsNetwork(tmp_path_factory.mktemp("wbtidb"), hosts=4, prefix="wbtidb") as network:
             yield network
 

@@ -1,7 +1,8 @@
 """Network-namespace "hosts" for testing remote-host behaviour for real on one machine.
 
 Each host is a namespace with one veth (``eth0``) into a bridge that lives in
-its own namespace, an address in 198.18.N.0/24 (the benchmarking range) and
+its own namespace, an address in 198.18.N.0/24 (the benchmarking range; ``net``
+chooses other first octets) and
 its own sshd with a generated host key and one authorized client key. The
 root namespace joins the bridge at 198.18.N.1 so the runner reaches the hosts
 over real SSH. Teardown deletes only our namespaces and veths and kills only
@@ -56,14 +57,14 @@ def _sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return proc
 
 
-def _free_octet(start: int) -> int:
-    """A third octet N whose 198.18.N.0/24 no interface in the root namespace uses."""
+def _free_octet(start: int, net: str = "198.18") -> int:
+    """A third octet N whose ``net``.N.0/24 no interface in the root namespace uses."""
     used = _sh("ip", "-o", "-4", "addr", "show").stdout
     for i in range(150):
         n = 100 + (start + i) % 150
-        if f" 198.18.{n}." not in used:
+        if f" {net}.{n}." not in used:
             return n
-    raise InfrastructureError("no free 198.18.N.0/24 subnet for namespace hosts")
+    raise InfrastructureError(f"no free {net}.N.0/24 subnet for namespace hosts")
 
 
 _OURS = re.compile(r"^wb(\d+)-(br|h\d+)$")
@@ -106,12 +107,18 @@ class NetnsNetwork:
     setup fails half-way.
     """
 
-    def __init__(self, workdir: str | os.PathLike[str], *, hosts: int = 3, prefix: str | None = None) -> None:
+    def __init__(self, workdir: str | os.PathLike[str], *, hosts: int = 3, prefix: str | None = None,
+                 net: str = "198.18") -> None:
+        """``net``: the first two octets of the hosts' addresses (``net``.N.0/24), so
+        suites running side by side can keep to ranges of their own."""
         if hosts < 1:
             raise ValueError("hosts must be >= 1")
         self.workdir = Path(workdir)
         self.count = hosts
         self.prefix = prefix or f"wb{os.getpid()}"
+        if not re.fullmatch(r"\d{1,3}\.\d{1,3}", net):
+            raise ValueError(f"net {net!r}: give the first two octets, e.g. 198.18")
+        self.net = net
         if len(self.prefix) > 9:
             raise ValueError(f"prefix {self.prefix!r} too long for interface names")
         self.bridge_ns = f"{self.prefix}-br"
@@ -141,14 +148,14 @@ class NetnsNetwork:
                 raise MissingToolError(tool, "apt-get install iproute2 openssh-server")
         self.workdir.mkdir(parents=True, exist_ok=True)
         sweep_stale_networks()
-        self.octet = _free_octet(os.getpid())
+        self.octet = _free_octet(os.getpid(), self.net)
         _sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "wanbench-netns-client", "-f", str(self.client_key))
         self._add_ns(self.bridge_ns)
         _sh("ip", "-n", self.bridge_ns, "link", "add", "br0", "type", "bridge")
         _sh("ip", "-n", self.bridge_ns, "link", "set", "br0", "up")
-        self._veth(self.root_if, None, f"198.18.{self.octet}.1/24")
+        self._veth(self.root_if, None, f"{self.net}.{self.octet}.1/24")
         for i in range(1, self.count + 1):
-            host = NetnsHost(name=f"h{i}", netns=f"{self.prefix}-h{i}", address=f"198.18.{self.octet}.{10 + i}")
+            host = NetnsHost(name=f"h{i}", netns=f"{self.prefix}-h{i}", address=f"{self.net}.{self.octet}.{10 + i}")
             self._add_ns(host.netns)
             _sh("ip", "-n", host.netns, "link", "set", "lo", "up")
             self._veth(f"{self.prefix}h{i}", host, f"{host.address}/24")
@@ -186,7 +193,7 @@ class NetnsNetwork:
     @property
     def gateway(self) -> str:
         """The root namespace's address on the bridge (where the runner sits)."""
-        return f"198.18.{self.octet}.1"
+        return f"{self.net}.{self.octet}.1"
 
     def ssh(self, name: str, **kwargs: object):  # -> SSHExecutor, imported lazily (paramiko)
         from wanbench.executors.ssh import SSHExecutor

@@ -308,6 +308,27 @@ class SSHExecutor:
         result = CommandResult(self.host, argv, status, out, err, time.monotonic() - start)
         return result.check() if check else result
 
+    def start(self, argv: Sequence[str]) -> paramiko.Channel:
+        """``argv`` left running on a channel of its own, stdout and stderr merged.
+
+        For a long-lived remote process the caller talks to (a load host's
+        sysbench): the caller writes its stdin, reads its output and closes the
+        channel, which the remote side sees as the end of its stdin. ``run``
+        on the same executor keeps working meanwhile (another channel)."""
+        command = shlex.join(str(a) for a in argv)
+        with self._lock:
+            try:
+                chan = self._open_channel(self.connect_timeout)
+            except (paramiko.SSHException, EOFError, OSError) as exc:
+                raise HostUnreachableError(self.host, self.port, f"{type(exc).__name__}: {exc}") from None
+        try:
+            chan.set_combine_stderr(True)
+            chan.exec_command(command)
+        except BaseException:
+            chan.close()
+            raise
+        return chan
+
     @staticmethod
     def _drain(chan: paramiko.Channel, deadline: float) -> tuple[str | None, str]:
         """Read stdout and stderr until the command exits or the deadline passes."""
