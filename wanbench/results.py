@@ -222,6 +222,8 @@ class CellResult:
 
     def to_json(self) -> dict[str, Any]:
         w = self.workload
+        extra = {k: v for k, v in w.extra.items() if k != "load_hosts"}
+        remote = {"load_hosts": w.extra["load_hosts"]} if "load_hosts" in w.extra else {}
         return sanitize({
             "test_id": self.test_id,
             "family": self.family,
@@ -243,7 +245,8 @@ class CellResult:
             "error_rate": w.error_rate,
             "series": [p.to_json() for p in w.series],
             "client": dict(w.client),
-            "workload_extra": dict(w.extra),
+            "workload_extra": extra,
+            **remote,
             "verdict": dict(self.verdict) if self.verdict else None,
             "started": self.started,
             "finished": self.finished,

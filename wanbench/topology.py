@@ -8,7 +8,8 @@ faults, towards which peers, and which workload measures the effect.
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 import yaml
 
 from wanbench.errors import ConfigError
+from wanbench.units import parse_list
 
 
 @dataclass(frozen=True)
@@ -195,3 +197,44 @@ def select_scenarios(catalog: Mapping[str, Scenario], names: Iterable[str] | Non
     if unknown:
         raise ConfigError(f"unknown scenario(s) {', '.join(unknown)} (known: {', '.join(catalog)})")
     return [s for s in chosen if s.name in wanted]
+
+
+# -- load hosts ---------------------------------------------------------------------------------------------------
+
+_LOAD_HOST_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,253}$")
+_SQL_HOST = re.compile(r"^[A-Za-z0-9_.:-]{1,253}$")
+
+
+@dataclass(frozen=True)
+class LoadHost:
+    """One load host: an SSH destination (a ``~/.ssh/config`` Host or an
+    address) and, optionally, the address it connects to instead of the
+    cluster's SQL host (a NAT, a VIP, or the lab's relay)."""
+
+    name: str
+    sql_host: str | None = None
+
+    @property
+    def label(self) -> str:
+        return self.name if self.sql_host is None else f"{self.name}={self.sql_host}"
+
+
+def parse_load_host_spec(text: str) -> LoadHost:
+    """``NAME`` or ``NAME=SQL_HOST``."""
+    name, sep, sql = str(text).strip().partition("=")
+    name, sql = name.strip(), sql.strip()
+    if not _LOAD_HOST_NAME.match(name):
+        raise ConfigError(f"{text!r}: a load host is an SSH host name or address, optionally =SQL_HOST")
+    if sep and not _SQL_HOST.match(sql):
+        raise ConfigError(f"{text!r}: {sql!r} after '=' is not an address or host name")
+    return LoadHost(name, sql or None)
+
+
+def parse_load_hosts(text: str | Sequence[str]) -> tuple[LoadHost, ...]:
+    """``--load-hosts``: comma-separated ``NAME[=SQL_HOST]``; a host listed twice is an error."""
+    hosts = parse_list(text, parse_load_host_spec)
+    names = [h.name for h in hosts]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ConfigError(f"{text!r}: load host {', '.join(twice)} listed twice")
+    return tuple(hosts)

@@ -40,7 +40,7 @@ from wanbench.profiles.plan import (
 )
 from wanbench.profiles.tidb import cluster_settings, pd_client_urls, sql_endpoints, workload_settings
 from wanbench.profiles.tidb_facts import SQLTarget, collect_facts
-from wanbench.topology import Scenario, Topology
+from wanbench.topology import LoadHost, Scenario, Topology, parse_load_hosts
 
 
 class DryRun(WanbenchError):
@@ -70,6 +70,7 @@ class TidbCluster:
         dry_run: bool = False,
         pd_url: str | list[str] | None = None,
         load_host: str | None = None,
+        load_hosts: tuple[LoadHost, ...] | None = None,
         grace_s: float = 60.0,
         lease_s: float = DEFAULT_LEASE_S,
         executors: Mapping[str, Executor] | None = None,
@@ -83,6 +84,10 @@ class TidbCluster:
         self.pd_url = pd_url
         self.settings = cluster_settings(topology)
         self.load_host = load_host or self.settings.load_host
+        #: hosts sysbench runs on over SSH (``--load-hosts``, else the cluster file's ``load_hosts``)
+        self.load_hosts: tuple[LoadHost, ...] = tuple(load_hosts) if load_hosts else (
+            parse_load_hosts(self.settings.load_hosts) if self.settings.load_hosts else ())
+        self._client_addresses: tuple[str, ...] | None = None
         self.grace_s = grace_s
         self.leases = LeaseKeeper(lease_s)
         self.pending_interval_s = pending_interval_s
@@ -102,7 +107,7 @@ class TidbCluster:
 
         opt = config.getoption
         return cls(topology, tag=tag, dry_run=bool(opt("dry_run")), pd_url=opt("pd_url"),
-                   load_host=opt("load_host"), grace_s=float(opt("fault_grace")),
+                   load_host=opt("load_host"), load_hosts=opt("load_hosts"), grace_s=float(opt("fault_grace")),
                    lease_s=float(opt("fault_lease")),
                    accept_new_host_keys=bool(opt("ssh_accept_new_hosts")))
 
@@ -150,9 +155,19 @@ class TidbCluster:
         """The topology with the PD leader as PD says it is now (the file's, under dry run)."""
         return self._live_topology()[0]
 
+    @property
+    def client_addresses(self) -> tuple[str, ...]:
+        """Where the load comes from, as the cluster sees it: each load host's SSH ``HostName``
+        (``~/.ssh/config``, else its name); faults scoped to the client cover all of them."""
+        if self._client_addresses is None:
+            from wanbench.executors.ssh import SSHExecutor  # builds no connection: reads ~/.ssh/config
+
+            self._client_addresses = tuple(dict.fromkeys(SSHExecutor(h.name).hostname for h in self.load_hosts))
+        return self._client_addresses
+
     def fault_for(self, scenario: Scenario, level: Any) -> Fault:
         live, found = self._live_topology()
-        plan = plan_fault(scenario, live, level, load_host=self.load_host)
+        plan = plan_fault(scenario, live, level, load_host=self.load_host, load_hosts=self.client_addresses)
         component = ",".join(name for hp in plan.hosts for name in hp.faulted)
         peers = tuple(sorted({p for hp in plan.hosts for m in hp.matches for p in m.peers}))
         fault = Fault(component, level, peers)

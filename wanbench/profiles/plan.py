@@ -156,10 +156,17 @@ def plan_fault(
     level: Level,
     *,
     load_host: str | None = None,
+    load_hosts: Sequence[str] = (),
 ) -> FaultPlan:
-    """Per-host rules for ``scenario`` at ``level``; pure: reads the model only."""
+    """Per-host rules for ``scenario`` at ``level``; pure: reads the model only.
+
+    Rules towards "the client" go to every address in ``load_hosts`` (the
+    load hosts sysbench runs on) and to ``load_host``; with neither known,
+    to any address."""
     settings = cluster_settings(topology)
     load_host = load_host or settings.load_host
+    clients: tuple[str | None, ...] = tuple(dict.fromkeys(
+        [*load_hosts, *([load_host] if load_host else [])])) or (None,)
     eligible = {c.name for c in fault_components(topology)}
     targets = [c for c in topology.select(scenario.target) if c.name in eligible]
     if not targets:
@@ -187,7 +194,7 @@ def plan_fault(
         )
     hosts = []
     for host, here in sorted(by_host.items()):
-        hosts.append(_host_plan(host, here, peers, with_client, load_host, topology, target_names, settings))
+        hosts.append(_host_plan(host, here, peers, with_client, clients, topology, target_names, settings))
     return FaultPlan(scenario=scenario.name, level=level, hosts=tuple(hosts), notes=tuple(plan_notes))
 
 
@@ -196,7 +203,7 @@ def _host_plan(
     here: Sequence[Component],
     peers: Sequence[Component],
     with_client: bool,
-    load_host: str | None,
+    clients: Sequence[str | None],
     topology: Topology,
     target_names: set[str],
     settings: Any,
@@ -229,12 +236,14 @@ def _host_plan(
                     add(Match(p.host, dst_port=p.ports[idx], peers=(p.name,)))
             if not served and not called:
                 notes.append(f"{t.role} and {p.role} do not talk to each other: {p.name} gets no rule")
-        if with_client and load_host != host:
+        for client in clients if with_client else ():
+            if client == host:
+                continue  # a load host on the target's own host talks over loopback
             for idx in CONNECTS[CLIENT].get(t.role, ()):
                 if idx < len(t.ports):
-                    add(Match(load_host, src_port=t.ports[idx], peers=(CLIENT,)))
+                    add(Match(client, src_port=t.ports[idx], peers=(CLIENT,)))
     for key, m in matches.items():
-        matches[key] = dataclasses.replace(m, why=_why(m, topology, load_host))
+        matches[key] = dataclasses.replace(m, why=_why(m, topology, any(clients)))
     # never the SSH port, in either direction
     for m in matches.values():
         dst_ssh = settings.ssh_port_of(m.dst) if m.dst else None
@@ -265,7 +274,7 @@ def _host_plan(
     )
 
 
-def _why(m: Match, topology: Topology, load_host: str | None) -> str:
+def _why(m: Match, topology: Topology, load_host: str | bool | None) -> str:
     roles = sorted({"clients" if n == CLIENT else topology.component(n).role for n in m.peers})
     if m.src_port is not None:
         text = f"replies from :{m.src_port} to {'/'.join(roles)}"

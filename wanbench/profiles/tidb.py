@@ -28,7 +28,7 @@ from typing import Any
 
 from wanbench.errors import ConfigError
 from wanbench.profiles.inputs import clean_pasted, get_float, get_int, get_str, load_yaml, where, yaml_body
-from wanbench.topology import Component, Topology
+from wanbench.topology import Component, Topology, parse_load_hosts
 
 PROFILE = "tidb"
 
@@ -129,6 +129,8 @@ class ClusterSettings:
     database: str = "sbtest"
     endpoints: str | tuple[str, ...] = "tiproxy"
     load_host: str | None = None
+    #: hosts that run sysbench over SSH (``NAME`` or ``NAME=SQL_HOST``, as ``--load-hosts`` takes them)
+    load_hosts: tuple[str, ...] = ()
     pd_urls: tuple[str, ...] = ()
 
     def ssh_port_of(self, host: str) -> int:
@@ -154,6 +156,7 @@ class ClusterSettings:
         out["ssh_ports"] = dict(self.ssh_ports)
         out["manage_hosts"] = dict(self.manage_hosts)
         out["pd_urls"] = list(self.pd_urls)
+        out["load_hosts"] = list(self.load_hosts)
         out["endpoints"] = self.endpoints if isinstance(self.endpoints, str) else list(self.endpoints)
         return out
 
@@ -161,8 +164,9 @@ class ClusterSettings:
     def from_json(cls, data: Mapping[str, Any]) -> ClusterSettings:
         known = {f.name for f in dataclasses.fields(cls)}
         kwargs = {k: v for k, v in data.items() if k in known}
-        if "pd_urls" in kwargs:
-            kwargs["pd_urls"] = tuple(kwargs["pd_urls"])
+        for key in ("pd_urls", "load_hosts"):
+            if key in kwargs:
+                kwargs[key] = tuple(kwargs[key])
         if isinstance(kwargs.get("endpoints"), list):
             kwargs["endpoints"] = tuple(kwargs["endpoints"])
         return cls(**kwargs)
@@ -456,7 +460,8 @@ def _instance_ports(
 
 # -- wanbench cluster YAML ---------------------------------------------------------------------------------------
 
-_WB_KEYS = {"wanbench_cluster", "name", "topology", "display", "sql", "ssh", "load_host", "pd_url", "pd_urls"}
+_WB_KEYS = {"wanbench_cluster", "name", "topology", "display", "sql", "ssh", "load_host", "load_hosts", "pd_url",
+            "pd_urls"}
 _SQL_KEYS = {"user", "password_env", "database", "endpoints"}
 _SSH_KEYS = {"user", "port", "key", "known_hosts", "connect_timeout"}
 
@@ -503,6 +508,14 @@ def parse_wanbench_cluster(data: Mapping[str, Any], *, path: Path) -> Topology:
             load_host = parse_load_host(load_host)
         except ConfigError as exc:
             raise ConfigError(f"{where(source, data, 'load_host')}: load_host: {exc}") from None
+    load_hosts: Any = data.get("load_hosts") or []
+    if not isinstance(load_hosts, list) or not all(isinstance(h, str) for h in load_hosts):
+        raise ConfigError(f"{where(source, data, 'load_hosts')}: load_hosts must be a list of SSH host names "
+                          "(NAME or NAME=SQL_HOST)")
+    try:
+        load_hosts = [h.label for h in parse_load_hosts(load_hosts)] if load_hosts else []
+    except ConfigError as exc:
+        raise ConfigError(f"{where(source, data, 'load_hosts')}: load_hosts: {exc}") from None
     password_env = get_str(sql, "password_env", None, source=source, what="sql.password_env")
     if password_env is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", password_env):
         raise ConfigError(f"{where(source, sql, 'password_env')}: sql.password_env must be the NAME of an "
@@ -523,6 +536,7 @@ def parse_wanbench_cluster(data: Mapping[str, Any], *, path: Path) -> Topology:
         database=get_str(sql, "database", base.database, source=source, what="sql.database") or base.database,
         endpoints=endpoints,
         load_host=load_host or None,
+        load_hosts=tuple(load_hosts),
         pd_urls=tuple(pd_urls),
     )
     return dataclasses.replace(inner, name=settings.name, settings=settings.to_json())

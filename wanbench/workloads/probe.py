@@ -10,6 +10,7 @@ from typing import Any
 from wanbench.errors import ConfigError
 from wanbench.results import Round, WorkloadResult
 from wanbench.workloads import EngineContext
+from wanbench.workloads.loadhosts import LoadHosts, session_load_hosts
 from wanbench.workloads.sysbench import PROBE_KINDS, SysbenchRunner
 
 #: queries per round when --queries is not given (the seed used 100000
@@ -29,9 +30,19 @@ def make_runner(cluster: Any, path: str, workdir: Path) -> SysbenchRunner:
 
 
 class ProbeEngine:
+    #: can draw its load from several hosts (``--load-hosts``)
+    load_hosts = True
+
     def __init__(self, ctx: EngineContext) -> None:
         self.ctx = ctx
         self._runners: dict[str, SysbenchRunner] = {}
+        hosts = session_load_hosts(ctx.cluster, ctx.option)
+        self._hosts = (LoadHosts(hosts, accept_new_host_keys=bool(ctx.option("ssh_accept_new_hosts")))
+                       if hosts else None)
+
+    def close(self) -> None:
+        if self._hosts is not None:
+            self._hosts.close()
 
     def sysbench_runner(self, path: str) -> SysbenchRunner:
         """One prepared runner per path (``proxy``/``direct``), made on first use."""
@@ -51,13 +62,16 @@ class ProbeEngine:
         timeout = ctx.option("round_timeout")
         cap = ctx.option("round_cap")
 
-        def run(concurrency: int) -> WorkloadResult:
-            def on_round(i: int, rnd: Round) -> None:
-                ctx.progress(f"  round {i}/{rounds}: {rnd.queries} queries in {rnd.seconds:.2f}s = "
-                             f"{rnd.qps:.0f} QPS, p95 {rnd.latency_ms.p95:.2f} ms")
-                with ctx.step(f"round {i}: {rnd.qps:.0f} QPS, p95 {rnd.latency_ms.p95:.2f} ms"):
-                    pass
+        def on_round(i: int, rnd: Round) -> None:
+            ctx.progress(f"  round {i}/{rounds}: {rnd.queries} queries in {rnd.seconds:.2f}s = "
+                         f"{rnd.qps:.0f} QPS, p95 {rnd.latency_ms.p95:.2f} ms")
+            with ctx.step(f"round {i}: {rnd.qps:.0f} QPS, p95 {rnd.latency_ms.p95:.2f} ms"):
+                pass
 
+        if self._hosts is not None:
+            return self._remote_runner(self._hosts, runner, variant, on_round)
+
+        def run(concurrency: int) -> WorkloadResult:
             # One short warm-up round (a fifth of the queries), not counted: caches,
             # connections and the fault's queues settle before measuring.
             runner.window_hooks = None  # the warm-up is not measured
@@ -72,3 +86,44 @@ class ProbeEngine:
                 runner.window_hooks = None
 
         return run
+
+    def _remote_runner(self, hosts: LoadHosts, runner: SysbenchRunner, variant: str,
+                       on_round: Callable[[int, Round], None]) -> Callable[[int], WorkloadResult]:
+        """Rounds drawn from the load hosts: each a ``--duration`` window on all
+        of them at once, after a fifth of that (at least 1 s) not counted."""
+        ctx = self.ctx
+        rounds = ctx.option("rounds")
+        timeout = ctx.option("round_timeout")
+        seconds = float(ctx.option("duration"))
+
+        ignored = [o for o, v in (("--queries", ctx.option("queries")), ("--round-cap", ctx.option("round_cap"))) if v]
+
+        def run(concurrency: int) -> WorkloadResult:
+            ctx.progress(f"  {concurrency} threads over {len(hosts.hosts)} load hosts "
+                         f"({', '.join(hosts.labels())}), {seconds:g}s per round (--duration)"
+                         + (f"; {' and '.join(ignored)} do not apply to load hosts" if ignored else ""))
+            runner.window_hooks = None  # the warm-up is not measured
+            with ctx.step("warm up (all load hosts)"):
+                hosts.probe(runner, variant, concurrency=concurrency, seconds=max(1.0, seconds / 5), rounds=1,
+                            timeout=timeout)
+            runner.window_hooks = ctx.window()
+            try:
+                result = hosts.probe(runner, variant, concurrency=concurrency, seconds=seconds, rounds=rounds,
+                                     timeout=timeout, on_round=on_round)
+            finally:
+                runner.window_hooks = None
+            record = result.extra["load_hosts"]
+            for h in record["hosts"]:
+                ctx.progress(f"  load host {h['host']}: {h['threads']} threads, {_num(h['qps'], '.0f')} QPS, "
+                             f"p95 {_num(h['latency_ms']['p95'], '.2f')} ms, sysbench busy "
+                             f"{_num(h['client'].get('busy_cores'), '.2f')} of {h['client'].get('cores', '?')} cores")
+                if h["client"].get("saturated"):
+                    ctx.progress(f"  load host {h['host']}: {h['client']['message']}")
+            ctx.progress(f"  start skew between load hosts: {record['max_start_skew_ms']} ms")
+            return result
+
+        return run
+
+
+def _num(value: float | None, spec: str) -> str:
+    return "?" if value is None or value != value else format(value, spec)

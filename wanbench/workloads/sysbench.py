@@ -42,6 +42,7 @@ from wanbench.workloads.clientcpu import (
     merge_client,
 )
 from wanbench.workloads.histogram import Histogram, merge_histograms, parse_histogram
+from wanbench.workloads.hostrecord import merge_records
 from wanbench.workloads.tables import OLTP_WORKLOADS
 
 LUA_DIR = Path(__file__).resolve().parent.parent / "lua"
@@ -280,7 +281,10 @@ def merge_results(results: Sequence[WorkloadResult]) -> WorkloadResult:
         if r.series:
             offset = series[-1].t
     extra: dict[str, Any] = {k: v for k, v in first.extra.items()
-                             if k not in ("histogram", "events", "commands", "warmup_errors_by_code", "warnings")}
+                             if k not in ("histogram", "events", "commands", "warmup_errors_by_code", "warnings",
+                                          "load_hosts")}
+    if any("load_hosts" in r.extra for r in results):  # rounds drawn from several load hosts
+        extra["load_hosts"] = merge_records([r.extra["load_hosts"] for r in results if "load_hosts" in r.extra])
     extra.update(
         histogram=hist.to_json(),
         events=total_events,
@@ -447,6 +451,10 @@ class SysbenchRunner:
     def preflight(self, workload: str, *, threads: int, tables: int = 1) -> None:
         """Stop a run that would fail (connections, prepared statements, open files)."""
         preflight.ensure(workload=workload, threads=threads, tables=tables, server=self.server_limits())
+
+    def keep_report(self, name: str, text: str) -> None:
+        """Keep a redacted sysbench output (e.g. a load host's) with this runner's reports."""
+        self._save_report(name, self.redact(text))
 
     def _save_report(self, name: str, text: str) -> None:
         if self.workdir is None:

@@ -1,4 +1,5 @@
-"""One sysbench process, supervised: the only place wanbench starts sysbench.
+"""One sysbench process, supervised: the only place wanbench starts sysbench
+on this machine (on load hosts, over SSH: ``loadhosts.py``).
 
 Every engine (probes and OLTP in ``sysbench.py``, TPC-C, YCSB) runs sysbench
 through ``run``, so what one engine learned the hard way holds for all:
