@@ -303,3 +303,23 @@ def test_ctrl_c_of_the_runner_ends_the_remote_sysbench(setup: Setup, tmp_path: P
         if proc.poll() is None:
             proc.kill()
             proc.communicate(timeout=30)
+
+
+def test_oltp_family_on_two_load_hosts(setup: Setup, tmp_path: Path) -> None:
+    """The bundled OLTP scripts come from each host's own sysbench; the warm-up is left out on every host."""
+    results = tmp_path / "results.json"
+    cmd = suite_cmd("tests/sysbench", "--workloads", "oltp_point_select", "--threads", "4", "--duration", "2s",
+                    "--warmup", "1s", "--tables", "1", "--table-size", "1000", "--load-hosts", setup.load_hosts,
+                    "--results-json", str(results), "--lab-dir", str(setup.lab.run_dir),
+                    "--lab-port-base", str(setup.lab.port_base))
+    res = subprocess.run(cmd, cwd=ROOT, env=setup.env(), capture_output=True, text=True, timeout=600, check=False)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+    cells = json.loads(results.read_text())["results"]
+    assert sorted(c["path"] for c in cells) == ["direct", "proxy"]
+    for cell in cells:
+        hosts = cell["load_hosts"]["hosts"]
+        assert [h["threads"] for h in hosts] == [2, 2]
+        assert cell["workload_extra"]["warmup_excluded"] is True
+        assert math.isclose(sum(h["rounds"][0]["qps"] for h in hosts), cell["qps"], rel_tol=1e-9)
+        assert all(h["qps"] > 0 for h in hosts)
+    wait_for(lambda: not _ours_left(setup.net), what="the load hosts to be left with only their sshd", timeout=10)
