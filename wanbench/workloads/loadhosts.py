@@ -53,6 +53,7 @@ from wanbench.workloads.clientcpu import ClientLoad, assess
 from wanbench.workloads.histogram import Histogram, merge_histograms
 from wanbench.workloads.hostrecord import finish_record, histogram_of, merge_records
 from wanbench.workloads.sysbench import LUA_DIR, check_output, merge_results, result_from_output
+from wanbench.workloads.sysproc import WindowHooks
 
 #: how long a host may take to receive its files and say it is ready
 READY_TIMEOUT_S = 60.0
@@ -322,7 +323,7 @@ class LoadHosts:
 
     # -- one round ---------------------------------------------------------------------------------------------
     def run_round(self, spec: RoundSpec, *, password: str, redact: Callable[[str], str],
-                  window: Any = None) -> list[HostRun]:
+                  window: WindowHooks | None = None) -> list[HostRun]:
         """Run ``spec`` once on every host, released together; the hosts' runs.
 
         Raises ``InfrastructureError`` naming the host when one cannot start,
@@ -340,6 +341,8 @@ class LoadHosts:
                     opened.append(True)
                     window.begin()
 
+        if window is not None:
+            window.prepare()  # before the load: what it costs is not measured
         remotes: list[_Remote] = []
         try:
             for host, threads in zip(self.hosts, counts, strict=True):
