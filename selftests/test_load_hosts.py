@@ -193,6 +193,9 @@ case "$*" in *s3cret*) echo "ARGV HAS THE PASSWORD";; esac
 for a; do case $a in --config-file=*) cfg=${a#--config-file=};; esac; done
 [ "$(stat -c %a "$cfg")" = 600 ] && grep -qx 'mysql-password=s3cret' "$cfg" && echo "CONFIG OK"
 [ -f ./probe.lua ] && [ -f ./wb_hooks.lua ] && echo "SCRIPTS OK"
+for a; do case $a in --threads=*) n=${a#--threads=};; esac; done
+i=0; while [ $i -lt "$n" ]; do echo "WBARMED $i"; i=$((i + 1)); done
+: < "$WB_GO"
 echo "Threads started!"
 if [ -n "${FAKE_SLEEP:-}" ]; then exec sleep "$FAKE_SLEEP"; fi
 i=0; while [ $i -lt 20000 ]; do i=$((i + 1)); done

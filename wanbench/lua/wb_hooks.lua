@@ -11,6 +11,8 @@
 --   type=thread      from each worker at thread_done: SQL errors by MySQL
 --                    error code (workers have their own Lua states, so the
 --                    counts cannot reach the reporter any other way)
+-- With $WB_GO set (load hosts), each thread prints WBARMED once connected and
+-- waits on that FIFO until the runner releases every host at once.
 -- Test-only knobs (defaults do nothing and add no per-event work):
 --   --wb-slow-start=S --wb-slow-ms=M  sleep M ms per event during a thread's
 --                                     first S seconds (proves warm-up exclusion)
@@ -108,6 +110,16 @@ local prev_thread_init = thread_init
 function thread_init(...)
    if prev_thread_init then
       prev_thread_init(...)
+   end
+   local go = os.getenv("WB_GO")
+   if go ~= nil and go ~= "" then
+      -- On a load host (wanbench/workloads/loadhosts.py): connected, now wait
+      -- to be released together with every thread of every host. WB_GO is a
+      -- FIFO: opening it blocks until the wrapper opens it on the runner's GO.
+      io.write(string.format("WBARMED %d\n", sysbench.tid))
+      io.flush()
+      local f = assert(io.open(go, "r"))
+      f:close()
    end
    local slow_start = tonumber(sysbench.opt.wb_slow_start) or 0
    local slow_us = math.floor((tonumber(sysbench.opt.wb_slow_ms) or 0) * 1000)

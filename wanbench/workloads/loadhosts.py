@@ -11,11 +11,14 @@ per load host, with ``threads / K`` threads each, all released together:
   password (never on a command line, never in a log); the wrapper keeps them
   in a private ``mktemp -d`` directory that it removes when it ends. The host's
   own ``sysbench`` runs them; OLTP rounds use the host's bundled scripts.
-- **Barrier.** Every wrapper prints ``WBREADY`` once its files are in place
-  and then blocks reading stdin; when all hosts are ready the runner writes
-  ``GO`` to each channel back to back. Each sysbench connects its threads and
-  then starts its clock ("Threads started!"): the start skew is the spread of
-  the instants those lines reach the runner, recorded per round
+- **Barrier.** Every wrapper starts its sysbench at once; each sysbench
+  thread connects, prints ``WBARMED`` and blocks opening a FIFO
+  (``$WB_GO``, see ``wb_hooks.lua``). When every thread of every host is
+  armed the runner writes ``GO`` to each channel back to back; the wrapper
+  opens the FIFO, which releases all its threads, and sysbench starts its
+  clock ("Threads started!"). Connection setup and script loading happen
+  before the barrier, so the start skew is what is left: the spread of the
+  instants those lines reach the runner, recorded per round
   (``start_skew_ms``); every host then runs the same ``--time`` window.
 - **Merging.** sysbench's latency histogram has fixed buckets, so the hosts'
   bucket counts add up and the cell's percentiles come from the summed
@@ -55,7 +58,7 @@ from wanbench.workloads.hostrecord import finish_record, histogram_of, merge_rec
 from wanbench.workloads.sysbench import LUA_DIR, check_output, merge_results, result_from_output
 from wanbench.workloads.sysproc import WindowHooks
 
-#: how long a host may take to receive its files and say it is ready
+#: how long a host may take to receive its files and connect its threads (at least)
 READY_TIMEOUT_S = 60.0
 #: the name of the options file on the load host (in the wrapper's private directory)
 CONFIG_NAME = "wb.cfg"
@@ -99,16 +102,17 @@ if [ "$bundled" != - ]; then
   [ -n "${WB_SYSBENCH_SCRIPT:-}" ] || { echo "WBERR $bundled is not installed next to $sb"; exit 114; }
 fi
 ticks() { read -r st < /proc/$$/stat; set -- $st; t=$(( ${16} + ${17} )); }
-echo "WBREADY $(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN) $(getconf CLK_TCK)"
-read -r go || exit 0
-[ "$go" = GO ] || exit 0
+mkfifo "$d/go" || { echo "WBERR cannot make a fifo in $d"; exit 116; }
+WB_GO=$d/go; export WB_GO
 cd "$d" || exit 115
 exec 3<&0
+echo "WBREADY $(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN) $(getconf CLK_TCK)"
 ticks; t0=$t
 timeout -s KILL "$limit" "$sb" "$@" &
 pg=$!
 echo "WBPID $pg"
-( while read -r _ <&3; do :; done; kill -KILL -"$pg" 2>/dev/null || kill -KILL "$pg" 2>/dev/null ) &
+( while read -r l <&3; do if [ "$l" = GO ]; then exec 4<>"$d/go"; fi; done
+  kill -KILL -"$pg" 2>/dev/null || kill -KILL "$pg" 2>/dev/null ) &
 w=$!
 wait "$pg"; rc=$?
 ticks
@@ -173,6 +177,7 @@ class _Remote:
         self.pid: int | None = None
         self.cpu_at_marker: float | None = None
         self.cpu_total: float | None = None
+        self._armed = 0
         self._lines: list[str] = []
         self._chan: Any = None
         self._reader: threading.Thread | None = None
@@ -187,6 +192,10 @@ class _Remote:
 
     def go(self) -> None:
         self._chan.sendall(b"GO\n")
+
+    @property
+    def armed(self) -> int:
+        return self._armed
 
     def _read(self) -> None:
         buf = b""
@@ -215,7 +224,11 @@ class _Remote:
             parts = line.split()
             with suppress(ValueError, IndexError):
                 self.cores, self.clk_tck = max(1, int(parts[1])), max(1, int(parts[2]))
-            self.ready.set()
+            return
+        if line.startswith("WBARMED "):  # one sysbench thread connected and waiting for GO
+            self._armed += 1
+            if self._armed >= self.run.threads:
+                self.ready.set()
             return
         if line.startswith("WBPID "):
             with suppress(ValueError):
@@ -353,11 +366,12 @@ class LoadHosts:
                             on_marker=opened_once)
                 remotes.append(r)
                 r.start(files)
-            deadline = time.monotonic() + READY_TIMEOUT_S
+            deadline = time.monotonic() + max(READY_TIMEOUT_S, spec.limit_s)
             for r in remotes:
                 if not r.ready.wait(max(0.0, deadline - time.monotonic())) or r.done.is_set():
                     r.close()
-                    raise InfrastructureError(f"{spec.what}: load host {r.run.host.name} did not get ready: "
+                    raise InfrastructureError(f"{spec.what}: load host {r.run.host.name} did not get ready "
+                                              f"(its threads connected: {r.armed}/{r.run.threads}): "
                                               f"{_why(r.finish())}")
             for r in remotes:
                 r.go()
