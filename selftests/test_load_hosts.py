@@ -324,3 +324,20 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
     except OSError:
         return True
+
+
+def test_closing_the_channel_before_the_release_kills_the_waiting_sysbench(
+        fake_host: Callable[..., _LocalShell], tmp_path: Path) -> None:
+    """The runner died while the hosts' threads were connected and waiting for GO."""
+    remote = _Remote(fake_host(), LoadHost("a"), "127.0.0.1", remote_command(ARGV, {}, LoadHost("a"))[0],
+                     bundled=None, limit_s=600, threads=2, marker="Threads started!", redact=lambda text: text)
+    remote.start({"probe.lua": b"", "wb_hooks.lua": b"", "wb.cfg": b""})
+    assert remote.ready.wait(30)  # both threads armed
+    assert remote.pid is not None
+    children = Path(f"/proc/{remote.pid}/task/{remote.pid}/children").read_text().split()
+    waiting = int(children[0])
+    remote.close()
+    wait_for(lambda: not Path(f"/proc/{waiting}").exists() or _zombie(waiting), what="the waiting sysbench to die",
+             timeout=10)
+    assert remote.run.marker_at is None  # it was never released
+    assert list((tmp_path / "tmp").iterdir()) == []
