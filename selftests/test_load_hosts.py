@@ -22,6 +22,7 @@ import pytest
 from wanbench.errors import ConfigError, InfrastructureError
 from wanbench.executors.local import LocalExecutor
 from wanbench.faults.base import FaultKind, Level
+from wanbench.profiles.cluster import TidbCluster
 from wanbench.profiles.plan import CLIENT, plan_fault
 from wanbench.profiles.tidb import parse_wanbench_cluster
 from wanbench.results import CellResult
@@ -86,6 +87,25 @@ def test_client_scoped_rules_cover_every_load_host(tmp_path: Path) -> None:
     assert rules == {("10.2.0.1", 6000), ("10.3.0.1", 6000)}
     one = plan_fault(scenario, topo, Level(FaultKind.DELAY, 50.0))
     assert {m.dst for hp in one.hosts for m in hp.matches} == {None}  # no load host known: any address
+
+
+def test_tidb_cluster_scopes_client_rules_to_each_load_hosts_address(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The address a load host's connections come from is its SSH HostName (~/.ssh/config), else its name."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".ssh").mkdir()
+    (tmp_path / ".ssh" / "config").write_text("Host dc2-load\n  HostName 10.3.0.1\n")
+    (tmp_path / "topo.yaml").write_text("tiproxy_servers: [{host: 10.0.1.3}]\ntidb_servers: [{host: 10.0.1.1}]\n")
+    topo = parse_wanbench_cluster({"wanbench_cluster": 1, "topology": "topo.yaml",
+                                   "load_hosts": ["10.2.0.1", "dc2-load"]}, path=tmp_path / "c.yaml")
+    cluster = TidbCluster(topo, tag="t", dry_run=True)
+    assert [h.name for h in cluster.load_hosts] == ["10.2.0.1", "dc2-load"]
+    assert cluster.client_addresses == ("10.2.0.1", "10.3.0.1")
+    scenario = Scenario("clients", "tiproxy", "read_probe", peers=(CLIENT,))
+    fault = cluster.fault_for(scenario, Level(FaultKind.DELAY, 50.0))
+    assert {m.dst for hp in cluster._plans[fault][0].hosts for m in hp.matches} == {"10.2.0.1", "10.3.0.1"}
+    # --load-hosts wins over the file
+    assert TidbCluster(topo, tag="t", dry_run=True, load_hosts=parse_load_hosts("dc9")).client_addresses == ("dc9",)
 
 
 # -- exact merging --------------------------------------------------------------------------------------------------
