@@ -361,3 +361,14 @@ def test_closing_the_channel_before_the_release_kills_the_waiting_sysbench(
              timeout=10)
     assert remote.run.marker_at is None  # it was never released
     assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def test_the_report_shows_each_load_host() -> None:
+    from wanbench.report.tables import cell_html
+
+    result = combine_hosts(SPEC, [_run("near", NEAR, 2.0, 0.0), _run("far", FAR, 2.5, 0.004)])
+    html = cell_html(CellResult("t", "rtt", "s", {"label": "0ms", "value": 0}, 4, result))
+    assert ">near<" in html
+    assert ">far<" in html
+    assert "21 ms" in html  # far's own p95
+    assert "started within 4 ms of each other" in html

@@ -255,7 +255,32 @@ def cell_html(cell: CellResult, baseline: Mapping[str, Any] | None = None) -> st
     sat = w.client.get("saturated") if isinstance(w.client, Mapping) else None
     if sat:
         out.append(f'<p style="color:#a40000">client saturated: {escape(str(w.client.get("message", sat)))}</p>')
+    if isinstance(w.extra.get("load_hosts"), Mapping):
+        out.append(load_hosts_html(w.extra["load_hosts"]))
     return "\n".join(out)
+
+
+def load_hosts_html(record: Mapping[str, Any]) -> str:
+    """Each load host's share of the cell (``--load-hosts``): its QPS, its own
+    percentiles and its sysbench's CPU, a saturated host in red."""
+    head = "".join(f'<th style="{_TH}">{h}</th>' for h in
+                   ("load host", "threads", "QPS", "p50", "p95", "p99", "sysbench CPU"))
+    body = []
+    for h in record.get("hosts", ()):
+        lat = h.get("latency_ms") or {}
+        client = h.get("client") or {}
+        cpu = client.get("busy_cores")
+        style = _BAD if client.get("saturated") else ""
+        body.append(
+            f'<tr style="{style}"><td style="{_TD}">{escape(str(h.get("host")))}</td>'
+            f'<td style="{_NUM}">{h.get("threads")}</td><td style="{_NUM}">{fmt(h.get("qps"), "/s")}</td>'
+            + "".join(f'<td style="{_NUM}">{fmt(lat.get(k), "ms")}</td>' for k in ("p50", "p95", "p99"))
+            + f'<td style="{_NUM}">{fmt(cpu, "cores")} of {client.get("cores", "?")}</td></tr>')
+    skew = record.get("max_start_skew_ms")
+    return (f'<table style="border-collapse:collapse;margin:6px 0"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(body)}</tbody></table>"
+            + (f'<p style="color:#666">load hosts started within {fmt(skew, "ms")} of each other '
+               "(the cell's percentiles come from their summed histograms)</p>" if skew is not None else ""))
 
 
 def _budget_text(check: Mapping[str, Any]) -> str:
