@@ -372,3 +372,12 @@ def test_the_report_shows_each_load_host() -> None:
     assert ">far<" in html
     assert "21 ms" in html  # far's own p95
     assert "started within 4 ms of each other" in html
+
+
+def test_a_host_that_skipped_the_warm_up_checkpoint_is_named() -> None:
+    spec = RoundSpec("oltp_point_select", "oltp t=4", 4, lambda t: ([], {}), "Checkpoint report", 30.0,
+                     {"warmup_s": 2, "warnings": []})
+    result = combine_hosts(spec, [_run("near", NEAR, 2.0, 0.0), _run("far", FAR, 2.0, 0.0)])
+    assert result.extra["warmup_excluded"] is False  # the fake outputs have no checkpoint report
+    assert result.extra["warnings"] == ["load host(s) near, far skipped the warm-up checkpoint (client starved of "
+                                        "CPU?): their numbers include the warm-up"]

@@ -531,8 +531,15 @@ def combine_hosts(spec: RoundSpec, runs: Sequence[HostRun]) -> WorkloadResult:
         "hosts": hosts,
         "rounds": [{"qps": rnd.qps, "start_skew_ms": _spread(marks), "end_skew_ms": _spread(ends)}],
     }
+    warnings = list(spec.extra.get("warnings", ()))
+    skipped = [run.host.name for run, p in zip(runs, parts, strict=True) if not p.extra.get("warmup_excluded")]
+    if spec.extra.get("warmup_s") and skipped:
+        # sysbench skips a checkpoint whose time passed before its checkpoint thread got the CPU
+        warnings.append(f"load host(s) {', '.join(skipped)} skipped the warm-up checkpoint (client starved of "
+                        "CPU?): their numbers include the warm-up")
     extra: dict[str, Any] = {
         **{k: v for k, v in spec.extra.items()},
+        "warnings": warnings,
         "histogram": hist.to_json(),
         "events": total,
         "warmup_excluded": all(p.extra.get("warmup_excluded", False) for p in parts),
