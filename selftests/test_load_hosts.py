@@ -216,6 +216,7 @@ for a; do case $a in --config-file=*) cfg=${a#--config-file=};; esac; done
 for a; do case $a in --threads=*) n=${a#--threads=};; esac; done
 i=0; while [ $i -lt "$n" ]; do echo "WBARMED $i"; i=$((i + 1)); done
 : < "$WB_GO"
+echo "WBGO $(date +%s.%N)"
 echo "Threads started!"
 if [ -n "${FAKE_SLEEP:-}" ]; then exec sleep "$FAKE_SLEEP"; fi
 i=0; while [ $i -lt 20000 ]; do i=$((i + 1)); done
@@ -307,6 +308,8 @@ def test_wrapper_ships_files_releases_together_and_cleans_up(fake_host: Callable
     assert abs(runs[0].marker_at - runs[1].marker_at) < 1.0  # type: ignore[operator]
     result = combine_hosts(spec, runs)
     assert result.extra["events"] == 2 * sum(NEAR.values())
+    assert all(r.released_at is not None for r in runs)
+    assert 0 <= result.extra["load_hosts"]["rounds"][0]["release_skew_ms"] < 1000
     assert list((tmp_path / "tmp").iterdir()) == []  # each wrapper removed its directory
 
 

@@ -120,6 +120,14 @@ function thread_init(...)
       io.flush()
       local f = assert(io.open(go, "r"))
       f:close()
+      if sysbench.tid == 0 then
+         -- the release by this host's own clock (CLOCK_REALTIME): hosts whose
+         -- clocks agree can tell how far apart they really started
+         local ts = ffi.new("wb_timespec_t")
+         ffi.C.clock_gettime(0, ts)
+         io.write(string.format("WBGO %d.%09d\n", tonumber(ts.tv_sec), tonumber(ts.tv_nsec)))
+         io.flush()
+      end
    end
    local slow_start = tonumber(sysbench.opt.wb_slow_start) or 0
    local slow_us = math.floor((tonumber(sysbench.opt.wb_slow_ms) or 0) * 1000)

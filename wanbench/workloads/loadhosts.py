@@ -152,6 +152,7 @@ class HostRun:
     exit_status: int | None = None
     marker_at: float | None = None  # runner's monotonic clock: the window opened
     end_at: float | None = None  # the final report arrived
+    released_at: float | None = None  # the host's own wall clock when its threads were released
     client: ClientLoad | None = None
     error: str = ""
 
@@ -224,6 +225,10 @@ class _Remote:
             parts = line.split()
             with suppress(ValueError, IndexError):
                 self.cores, self.clk_tck = max(1, int(parts[1])), max(1, int(parts[2]))
+            return
+        if line.startswith("WBGO "):  # released, by the host's own clock
+            with suppress(ValueError, IndexError):
+                self.run.released_at = float(line.split()[1])
             return
         if line.startswith("WBARMED "):  # one sysbench thread connected and waiting for GO
             self._armed += 1
@@ -529,7 +534,8 @@ def combine_hosts(spec: RoundSpec, runs: Sequence[HostRun]) -> WorkloadResult:
             codes[k] = codes.get(k, 0) + v
     record = {
         "hosts": hosts,
-        "rounds": [{"qps": rnd.qps, "start_skew_ms": _spread(marks), "end_skew_ms": _spread(ends)}],
+        "rounds": [{"qps": rnd.qps, "start_skew_ms": _spread(marks), "end_skew_ms": _spread(ends),
+                    "release_skew_ms": _spread([r.released_at for r in runs if r.released_at is not None])}],
     }
     warnings = list(spec.extra.get("warnings", ()))
     skipped = [run.host.name for run, p in zip(runs, parts, strict=True) if not p.extra.get("warmup_excluded")]
