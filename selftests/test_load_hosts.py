@@ -185,6 +185,8 @@ def test_rounds_merge_per_host_and_for_the_cell() -> None:
     doc = CellResult("t", "rtt", "s", {"label": "0ms", "value": 0}, 4, cell).to_json()
     assert doc["load_hosts"]["hosts"][0]["host"] == "near"
     assert "load_hosts" not in doc["workload_extra"]
+    # and back, as a cell travels from an xdist worker to the controller
+    assert CellResult.from_json(doc).to_json() == doc
 
 
 def test_a_failed_host_is_named() -> None:

@@ -159,7 +159,9 @@ class WorkloadResult:
             reconnects=int(cell.get("reconnects", 0)),
             series=tuple(SeriesPoint.from_json(p) for p in cell.get("series") or ()),
             client=dict(cell.get("client") or {}),
-            extra=dict(cell.get("workload_extra") or {}),
+            # load_hosts sits at the cell's top level in to_json (several load hosts): back into extra
+            extra={**dict(cell.get("workload_extra") or {}),
+                   **({"load_hosts": cell["load_hosts"]} if cell.get("load_hosts") is not None else {})},
         )
 
 
