@@ -78,7 +78,7 @@ def test_script_runs_every_side_as_a_separate_invocation(tmp_path: Path) -> None
     out = tmp_path / "cal.json"
     res = subprocess.run(
         [sys.executable, str(SCRIPT), "--workloads", "read", "--same", "2", "--handicapped", "1",
-         "--baseline-runs", "1", "--max-runs", "1", "--rounds", "2", "--handicap-rate", "300",
+         "--baseline-runs", "1", "--max-runs", "1", "--rounds", "2", "--handicap-rate", "20",
          "--lab-port-base", "23730", "--json", str(out)],
         cwd=ROOT, capture_output=True, text=True, timeout=420, check=False,
     )
@@ -89,7 +89,9 @@ def test_script_runs_every_side_as_a_separate_invocation(tmp_path: Path) -> None
     report = json.loads(out.read_text())["workloads"]["read"]
     assert len(report["same_code_medians"]) == 2
     assert len(report["handicapped_medians"]) == 1
-    # a 300 KB/s bandwidth toxic delays every response: the handicap must cost QPS
+    # a 20 KB/s bandwidth toxic delays every ~100-byte answer by ~5 ms, several
+    # times a point select's own latency: the drop dwarfs the VM's 12-19 % run-to-run
+    # spread (a 300 KB/s toxic once came out at -3 % in CI)
     assert report["realized_drop"] > 0.10
     assert report["seconds_per_run"] > 0
     assert "secret" not in out.read_text()

@@ -500,8 +500,13 @@ class Lab:
 
     def _init_primary(self, password: str) -> None:
         q = password.replace("'", "''")
+        # No replica is connected yet: with semi-sync on, the first binlogged
+        # statement would wait the whole semi-sync timeout (30 s by default) for
+        # an acknowledgement nobody can send. Off for these statements, on again
+        # before the replica connects, so it registers as a semi-sync client.
         self._admin(
             "primary",
+            "SET GLOBAL rpl_semi_sync_master_enabled=OFF",
             "DELETE FROM mysql.global_priv WHERE User=''",
             f"CREATE USER IF NOT EXISTS '{SQL_USER}'@'127.0.0.1' IDENTIFIED BY '{q}'",
             f"GRANT ALL ON *.* TO '{SQL_USER}'@'127.0.0.1'",
@@ -510,6 +515,7 @@ class Lab:
             f"CREATE DATABASE IF NOT EXISTS {DATABASE}",
             f"ALTER USER 'root'@'localhost' IDENTIFIED BY '{q}'",
             "FLUSH PRIVILEGES",
+            "SET GLOBAL rpl_semi_sync_master_enabled=ON",
             password=None,
         )
 
