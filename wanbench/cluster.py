@@ -197,7 +197,8 @@ class LabCluster:
     # -- dead-man --------------------------------------------------------------------
     def start_watchdog(self) -> None:
         """A detached process that clears this run's toxics, tc and nft faults within a second of the
-        runner's death, and a toxic whose lease (or hard bound) lapsed while the runner hangs."""
+        runner's death (and stops the lab if this run started it), and a toxic whose lease (or hard
+        bound) lapsed while the runner hangs."""
 
         me = os.getpid()
         self._lease_dir.mkdir(parents=True, exist_ok=True)
@@ -206,7 +207,7 @@ class LabCluster:
             [sys.executable, "-m", "wanbench", "watchdog", "--runner-pid", str(me),
              "--runner-start", str(proc_start_time(me)), "--toxiproxy", self.lab.toxiproxy.base_url,
              "--tag", self.tag, "--leases", str(self._lease_dir), "--run-id", lab_run_id(self.tag),
-             "--state-dir", STATE_DIR],
+             "--state-dir", STATE_DIR, "--lab-dir", str(self.lab.run_dir), "--lab-port-base", str(self.lab.port_base)],
             log=self.lab.run_dir / f"watchdog-{self.tag}.log",
             pid_file=self.lab.run_dir / "watchdog.pid",
             cwd=Path(__file__).resolve().parent.parent,

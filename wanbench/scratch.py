@@ -52,12 +52,16 @@ def stale_reason(path: Path, *, now: float | None = None) -> str:
     return f"no owner file and untouched for {age / 60:.0f} min"
 
 
-def sweep_stale(base: Path | None = None) -> list[tuple[Path, str]]:
-    """Remove the scratch directories of runs that are gone; returns what
-    was removed and why."""
+def sweep_stale(base: Path | None = None, *, owner_pid: int | None = None) -> list[tuple[Path, str]]:
+    """Remove the scratch directories of runs that are gone (only those of
+    the run ``owner_pid``, if given); returns what was removed and why."""
     root = Path(base) if base is not None else Path(tempfile.gettempdir())
     removed = []
     for path in sorted(root.glob(PREFIX + "*")):
+        if owner_pid is not None:
+            owner = ProcessHandle.load(path / OWNER_FILE)
+            if owner is None or owner.pid != owner_pid:
+                continue
         why = stale_reason(path)
         if why:
             shutil.rmtree(path, ignore_errors=True)

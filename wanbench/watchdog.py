@@ -5,23 +5,29 @@ dead-man of a tc/nft fault waits for its lease to lapse. The session starts
 this watchdog as a detached process; as soon as the runner process
 disappears (SIGKILL included) it removes every toxic of the run
 (``wb-<tag>-*``) and every tc/nft fault whose state file names the run
-(with the state file's own clear command), then exits. While the runner
-lives but hangs (SIGSTOP), it removes a toxic whose lease (or hard bound)
-lapsed; tc/nft faults are cleared by their own host-side timers then.
+(with the state file's own clear command); then, if the runner started the
+lab (the lab's state names it as owner, PID and start time), it stops the lab
+by PID like ``lab down``, and removes the runner's scratch directories, then
+exits. A lab started by hand (``lab up``) or by another run is left running.
+While the runner lives but hangs (SIGSTOP), it removes a toxic whose lease
+(or hard bound) lapsed; tc/nft faults are cleared by their own host-side
+timers then.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 from typing import Any
 
+from wanbench import scratch
 from wanbench.errors import InfrastructureError
 from wanbench.executors.local import LocalExecutor
 from wanbench.faults.deadman import STATE_DIR, DeadMan, clear_states
 from wanbench.faults.toxiproxy import TOXIC_PREFIX, ToxiproxyClient, expired_toxic_leases
-from wanbench.procs import proc_start_time
+from wanbench.procs import ProcessHandle, proc_start_time
 
 
 def register(sub: Any) -> None:
@@ -33,6 +39,8 @@ def register(sub: Any) -> None:
     p.add_argument("--leases", required=True, help="directory of the run's toxic lease files")
     p.add_argument("--run-id", default=None, help="run id in the state files of the run's tc/nft faults")
     p.add_argument("--state-dir", default=STATE_DIR, help="dead-man state directory of this machine")
+    p.add_argument("--lab-dir", default=None, help="run directory of the lab: stopped if the runner started it")
+    p.add_argument("--lab-port-base", type=int, default=None)
     p.add_argument("--interval", type=float, default=0.5)
     p.set_defaults(func=run)
 
@@ -52,6 +60,24 @@ def clear_host_faults(run_id: str, state_dir: str) -> list[str]:
         return [f"could not clear tc/nft faults: {exc}"]
 
 
+def stop_lab_of(runner_pid: int, runner_start: int, lab_dir: Path, port_base: int | None) -> list[str]:
+    """Stop the lab in ``lab_dir`` if the runner started it (and only then): what ``lab down`` stops."""
+    from wanbench.lab import Lab
+
+    lab = Lab(lab_dir, port_base)
+    owner = lab.state().get("owner") or {}
+    if owner.get("kind") != "session" or owner.get("pid") != runner_pid or owner.get("start_time") != runner_start:
+        return []
+    pid_file = lab_dir / "watchdog.pid"
+    me = ProcessHandle.load(pid_file)
+    if me is not None and me.pid == os.getpid():
+        pid_file.unlink(missing_ok=True)  # ``down`` stops the recorded watchdog: not this one, mid-way
+    try:
+        return lab.down()
+    except (InfrastructureError, OSError) as exc:
+        return [f"could not stop the lab in {lab_dir}: {exc}"]
+
+
 def run(args: argparse.Namespace) -> int:
     client = ToxiproxyClient(args.toxiproxy, timeout=3.0)
     run_prefix = f"{TOXIC_PREFIX}{args.tag}-"
@@ -61,6 +87,9 @@ def run(args: argparse.Namespace) -> int:
             removed = clear(client, run_prefix)
             if args.run_id:
                 removed += clear_host_faults(args.run_id, args.state_dir)
+            if args.lab_dir:
+                removed += stop_lab_of(args.runner_pid, args.runner_start, Path(args.lab_dir), args.lab_port_base)
+            removed += [f"removed {path}" for path, _ in scratch.sweep_stale(owner_pid=args.runner_pid)]
             print(f"watchdog: runner {args.runner_pid} is gone; removed {removed}", flush=True)
             return 0
         for path, prefix, why in expired_toxic_leases(leases, time.time()):
