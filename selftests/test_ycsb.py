@@ -215,3 +215,9 @@ def test_the_family_on_the_lab(tmp_path: Path) -> None:
     assert set(a["workload_extra"]["per_op"]) >= {"READ", "UPDATE"}
     assert a["workload_extra"]["per_op"]["READ"]["p99_us"] > 0
     assert doc["tables"]["ycsb"], "no per-operation table in the results"
+    # server-side evidence of each cell's measured window (one round: one window), as for sysbench cells
+    for cell in cells.values():
+        ev = cell["extra"]["evidence"]
+        assert ev["windows"] == 1, ev
+        assert ev["components"]["primary"]["cpu_cores"] > 0, ev["components"]
+    assert "wanbench evidence: server side" in out

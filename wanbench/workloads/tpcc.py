@@ -315,15 +315,18 @@ def sysbench_argv(conn: Connection, opts: TpccOptions, command: str) -> list[str
     return argv
 
 
-def run_sysbench(conn: Connection, opts: TpccOptions, command: str, *, timeout: float) -> SysbenchRun:
+def run_sysbench(conn: Connection, opts: TpccOptions, command: str, *, timeout: float,
+                 window: sysproc.WindowHooks | None = None) -> SysbenchRun:
     """Run one sysbench command through ``sysproc.run`` (the supervisor every
-    engine shares); its CPU comes from wait4 (exact, per process)."""
+    engine shares); its CPU comes from wait4 (exact, per process). ``window``
+    (server-side evidence) is told when the threads start and when it ends."""
     if shutil.which(opts.sysbench) is None:
         raise MissingToolError(opts.sysbench, "apt-get install sysbench (1.0.20)")
     argv = sysbench_argv(conn, opts, command)
     res = sysproc.run(argv, what=f"sysbench tpcc {command} on {conn.label}", timeout=timeout, threads=opts.threads,
                       secrets=[f"mysql-user={conn.user}", f"mysql-password={conn.password}"],
-                      cpus=conn.client_cpus, redact=lambda text: _redact(text, conn))
+                      cpus=conn.client_cpus, redact=lambda text: _redact(text, conn),
+                      window_marker="Threads started!" if window is not None else None, window=window)
     result = SysbenchRun(res.command, res.exit_status, res.text, res.wall_s, res.cpu_s)
     if result.exit_status != 0:
         tail = "\n".join(res.text.strip().splitlines()[-5:])
@@ -434,16 +437,18 @@ class _RoundRun:
     queries: int
 
 
-def run(conn: Connection, opts: TpccOptions, *, checks: bool = True, rounds: int = 1) -> WorkloadResult:
+def run(conn: Connection, opts: TpccOptions, *, checks: bool = True, rounds: int = 1,
+        window: sysproc.WindowHooks | None = None) -> WorkloadResult:
     """``rounds`` TPC-C runs back to back on a loaded database, then the
     consistency checks (once, after the last: a fault must not cost data).
+    ``window`` (server-side evidence) sees each round's measured window.
 
     A failed check does not raise: it is listed in ``extra["checks"]`` and
     ``failed_checks(result)`` names it, so the caller decides (tests fail)."""
     done: list[_RoundRun] = []
     for _ in range(max(1, rounds)):
         sb = run_sysbench(conn, opts, "run", timeout=opts.duration + opts.grace
-                          + (opts.time_scale * 30.0 if opts.wait else 0.0))
+                          + (opts.time_scale * 30.0 if opts.wait else 0.0), window=window)
         stats = parse_output(sb.stdout)
         m = _QUERIES.search(sb.stdout)
         done.append(_RoundRun(sb, stats, summarize(stats, opts), int(m.group(1)) if m else 0))
@@ -569,6 +574,6 @@ class TpccEngine:
             conn = self.dataset(warehouses, path)  # tests/tpcc may have loaded another count since
             opts = TpccOptions(warehouses=warehouses, threads=concurrency, duration=float(ctx.option("duration")),
                                wait=bool(ctx.option("tpcc_wait")), time_scale=float(ctx.option("tpcc_time_scale")))
-            return run(conn, opts, rounds=int(ctx.option("rounds")))
+            return run(conn, opts, rounds=int(ctx.option("rounds")), window=ctx.window())
 
         return run_cell

@@ -270,12 +270,13 @@ class _RoundRun:
     stats: RunStats
 
 
-def run_round(conn: Connection, opts: YcsbOptions) -> _RoundRun:
-    """One sysbench run of the workload; no checks, inserts left in place."""
+def run_round(conn: Connection, opts: YcsbOptions, *, window: sysproc.WindowHooks | None = None) -> _RoundRun:
+    """One sysbench run of the workload; no checks, inserts left in place.
+    ``window`` (server-side evidence) is told when its threads start and end."""
     timeout = (opts.duration if not opts.operations else 3600.0) + opts.grace
     res = sysproc.run(_argv(conn, opts, "run", threads=opts.threads), what=f"ycsb {opts.label} on {conn.label}",
                       timeout=timeout, threads=opts.threads, secrets=_secrets(conn), cpus=conn.client_cpus,
-                      redact=_redact(conn), window_marker="Threads started!")
+                      redact=_redact(conn), window_marker="Threads started!", window=window)
     if res.exit_status != 0:
         tail = " | ".join(res.text.strip().splitlines()[-5:])
         raise InfrastructureError(f"ycsb {opts.label} on {conn.label}: sysbench exited {res.exit_status}: {tail}")
@@ -283,13 +284,14 @@ def run_round(conn: Connection, opts: YcsbOptions) -> _RoundRun:
 
 
 def run(conn: Connection, opts: YcsbOptions, *, rounds: int = 1, checks: bool = True,
-        load_result: LoadResult | None = None) -> WorkloadResult:
+        load_result: LoadResult | None = None, window: sysproc.WindowHooks | None = None) -> WorkloadResult:
     """``rounds`` runs; after each, the correctness checks (a fault must not
-    cost acknowledged data) and the inserts removed again."""
+    cost acknowledged data) and the inserts removed again. ``window``
+    (server-side evidence) sees each round's measured window, not the checks."""
     done: list[_RoundRun] = []
     check_results: list[Check] = []
     for _ in range(max(1, rounds)):
-        r = run_round(conn, opts)
+        r = run_round(conn, opts, window=window)
         done.append(r)
         try:
             if checks:
@@ -397,6 +399,6 @@ class YcsbEngine:
 
         def run_cell(concurrency: int) -> WorkloadResult:
             opts = options_from(ctx.option, workload=workload, threads=concurrency)
-            return run(conn, opts, rounds=int(ctx.option("rounds")), load_result=loaded)
+            return run(conn, opts, rounds=int(ctx.option("rounds")), load_result=loaded, window=ctx.window())
 
         return run_cell
