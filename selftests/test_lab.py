@@ -20,6 +20,7 @@ from wanbench.errors import InfrastructureError, MissingToolError
 from wanbench.faults.base import Fault, FaultKind, Level
 from wanbench.faults.toxiproxy import ToxiproxyClient, ToxiproxyMechanism
 from wanbench.lab import Lab, find_binary
+from wanbench.procs import ProcessHandle
 from wanbench.wait import wait_for
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -122,7 +123,8 @@ def test_kill_9_of_the_runner_leaves_nothing_within_a_minute(tmp_path: Path) -> 
         _wait_for_toxic(client, proc)
         pids = recorded_pids(run_dir)
         assert len(pids) >= 5, pids  # toxiproxy, primary, replica, haproxy, watchdog
-        left = set(Path(tempfile.gettempdir()).glob(scratch.PREFIX + "*")) - scratch_before
+        left = {p for p in set(Path(tempfile.gettempdir()).glob(scratch.PREFIX + "*")) - scratch_before
+                if (owner := ProcessHandle.load(p / scratch.OWNER_FILE)) and owner.pid == proc.pid}
         assert len(left) == 1, left  # the run's load generator works in its scratch directory
         proc.kill()  # SIGKILL: no teardown runs
         proc.communicate(timeout=30)

@@ -16,6 +16,7 @@ there, by PID and start time, so it also cleans up after a killed run.
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import json
 import os
@@ -282,14 +283,49 @@ class Lab:
         if self._started_here:
             self.down()
 
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """One start or stop of this lab at a time, across processes: a dead
+        runner's watchdog stopping the lab must not meet a new run starting it
+        in the same directory (xdist's replacement worker does exactly that).
+        The lock file sits next to the run directory, which ``down`` removes."""
+        self.run_dir.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.run_dir.parent / f".{self.run_dir.name}.lock", "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
     def up(self, *, owner: str = "session") -> bool:
         """Start what is not running; True if this call started the lab."""
+        with self._locked():
+            return self._up(owner)
+
+    def down(self) -> list[str]:
+        """Stop every process recorded in the run directory and remove the run
+        directory's data. Returns what was stopped or removed."""
+        with self._locked():
+            return self._down()
+
+    def down_if_owned_by(self, pid: int, start_time: int | None) -> list[str]:
+        """``down``, only if the session ``pid`` (with that start time) started
+        this lab; checked under the lock, so a lab another run has taken over
+        since is left alone. For a dead runner's watchdog: it is the calling
+        process, so it is not stopped mid-way."""
+        with self._locked():
+            owner = self.state().get("owner") or {}
+            if owner.get("kind") != "session" or owner.get("pid") != pid or owner.get("start_time") != start_time:
+                return []
+            return self._down(spare=os.getpid())
+
+    def _up(self, owner: str) -> bool:
         if self.is_up() and self.owner_alive():
             self.sweep_toxics()
             return False
         if any(self.running().values()):
             # Left by a dead run (or half-started): clean slate.
-            self.down()
+            self._down()
         self._check_tools_and_ports()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.run_dir, 0o700)
@@ -314,17 +350,15 @@ class Lab:
             version = self._server_version()
             self._write_state(version=version)
         except BaseException:
-            self.down()
+            self._down()
             raise
         return True
 
-    def down(self) -> list[str]:
-        """Stop every process recorded in the run directory and remove the run
-        directory's data. Returns what was stopped or removed."""
+    def _down(self, *, spare: int | None = None) -> list[str]:
         done: list[str] = []
         done += LabPrometheus(self.run_dir, self.port_base).down()  # started with --lab-prometheus
         wd = ProcessHandle.load(self.run_dir / "watchdog.pid")
-        if wd and wd.stop(timeout=5):
+        if wd and wd.pid != spare and wd.stop(timeout=5):
             done.append(f"stopped watchdog pid {wd.pid}")
         done += self.clear_faults()
         for service in ("haproxy", "replica", "primary", "toxiproxy"):

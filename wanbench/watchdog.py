@@ -17,7 +17,6 @@ timers then.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from wanbench.errors import InfrastructureError
 from wanbench.executors.local import LocalExecutor
 from wanbench.faults.deadman import STATE_DIR, DeadMan, clear_states
 from wanbench.faults.toxiproxy import TOXIC_PREFIX, ToxiproxyClient, expired_toxic_leases
-from wanbench.procs import ProcessHandle, proc_start_time
+from wanbench.procs import proc_start_time
 
 
 def register(sub: Any) -> None:
@@ -65,15 +64,8 @@ def stop_lab_of(runner_pid: int, runner_start: int, lab_dir: Path, port_base: in
     from wanbench.lab import Lab
 
     lab = Lab(lab_dir, port_base)
-    owner = lab.state().get("owner") or {}
-    if owner.get("kind") != "session" or owner.get("pid") != runner_pid or owner.get("start_time") != runner_start:
-        return []
-    pid_file = lab_dir / "watchdog.pid"
-    me = ProcessHandle.load(pid_file)
-    if me is not None and me.pid == os.getpid():
-        pid_file.unlink(missing_ok=True)  # ``down`` stops the recorded watchdog: not this one, mid-way
     try:
-        return lab.down()
+        return lab.down_if_owned_by(runner_pid, runner_start)
     except (InfrastructureError, OSError) as exc:
         return [f"could not stop the lab in {lab_dir}: {exc}"]
 
