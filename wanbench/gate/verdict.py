@@ -124,6 +124,16 @@ class Outcome:
     ref_detail: str = ""
     #: accepted runs this run-level check still needs before it may judge
     runs_missing: int = 0
+    #: a ``level0`` check: its level and level 0 are blocks of one run, measured
+    #: minutes apart, and the machine drifts between blocks as it does between
+    #: runs. The accepted runs' drops of this cell show by how much; with fewer
+    #: than the policy's ``min_runs`` (``drift_runs_missing`` > 0) a drop beyond
+    #: the budget is not called a regression. ``drift_p``: one-sided p that this
+    #: run's drop is beyond the budget, given the spread of the accepted runs' drops.
+    drift_runs: int = 0
+    drift_runs_missing: int = 0
+    drift_sd: float = math.nan
+    drift_p: float = 1.0
     status: str = ""
     message: str = ""
 
@@ -156,6 +166,9 @@ class Outcome:
             "ratio_ci95": [num(self.ci[0]), num(self.ci[1])],
             "unit": self.unit,
             "runs_missing": self.runs_missing,
+            **({"drift": {"runs": self.drift_runs, "runs_missing": self.drift_runs_missing,
+                          "sd_points": num(self.drift_sd * 100), "p": num(self.drift_p)}}
+               if self.check.kind == "level0" else {}),
             "message": self.message,
         }
 
@@ -490,9 +503,31 @@ def assess_cell(
             pending.outcomes.append(assess_runs(check, values, reference, alpha_each=alpha_each, min_runs=min_runs))
             continue
         outcome = assess(check, values, reference, alpha_each=alpha_each)
+        if outcome is not None and check.kind == "level0":
+            drops = list(baseline.run_drops.get(check.metric, ())) if baseline is not None and not incomparable else []
+            outcome = with_drift(outcome, drops, min_runs=min_runs)
         if outcome is not None:
             pending.outcomes.append(outcome)
     return pending
+
+
+def with_drift(o: Outcome, drops: Sequence[float], *, min_runs: int) -> Outcome:
+    """A ``level0`` outcome with the between-block drift the accepted runs show:
+    their drops of this cell (fractions of level 0, in the bad direction) give
+    the spread, and this run's drop is tested against the budget with it
+    (a one-sided t with len(drops) - 1 degrees of freedom, the new run's own
+    variance included)."""
+    n = len(drops)
+    o = replace(o, drift_runs=n, drift_runs_missing=max(0, min_runs - n))
+    if n < max(2, min_runs) or math.isnan(o.worse):
+        return o
+    sd = statistics.stdev(drops)
+    excess = o.worse - o.check.limit
+    if sd == 0:
+        p = 0.0 if excess > 0 else 1.0
+    else:
+        p = stats.student_t_sf(excess / (sd * math.sqrt(1.0 + 1.0 / n)), n - 1)
+    return replace(o, drift_sd=sd, drift_p=p)
 
 
 # ---------------------------------------------------------------- step 2
@@ -611,6 +646,29 @@ def _undecided_why(o: Outcome) -> str:
     )
 
 
+def _drift_why(o: Outcome, alpha: float) -> str:
+    """Why a ``level0`` drop beyond the budget, significant over the run's
+    rounds, is still not a regression ("" when it is one)."""
+    if o.drift_runs_missing:
+        have = o.drift_runs
+        return (
+            f"beyond the {o.check.describe_limit()} degradation budget over this run's rounds, but a level and its "
+            f"level 0 are blocks measured apart, and this machine drifts between blocks as between runs; the "
+            f"baseline holds {have} accepted run{'s' if have != 1 else ''} of this cell and the gate needs "
+            f"{have + o.drift_runs_missing} to know by how much: record {o.drift_runs_missing} more "
+            f"(--baseline-save, one invocation each, or --baseline-runs {o.drift_runs_missing})"
+        )
+    # the session's correction, as applied to the rounds' p-value, applies to this one too
+    factor = o.p_worse_adj / o.p_worse if o.p_worse > 0 else 1.0
+    if min(1.0, o.drift_p * factor) > alpha:
+        return (
+            f"beyond the {o.check.describe_limit()} degradation budget over this run's rounds, but the drops of "
+            f"the {o.drift_runs} accepted runs of this cell spread by {o.drift_sd * 100:.1f} points, so this one is "
+            f"not clearly beyond it (p={o.drift_p:.2g} across runs)"
+        )
+    return ""
+
+
 def _judge(o: Outcome, alpha: float) -> Outcome:
     name = metric_name(o.check.metric)
     if o.check.kind == "absolute":
@@ -625,6 +683,10 @@ def _judge(o: Outcome, alpha: float) -> Outcome:
         return replace(o, status=INCONCLUSIVE, message=f"{name}: the {o.ref_what} median is 0, no relative change")
     head = _head(o)
     limit = o.check.limit
+    if o.check.kind == "level0" and o.statistical and o.worse > limit and o.p_worse_adj <= alpha:
+        drift = _drift_why(o, alpha)
+        if drift:
+            return replace(o, status=INCONCLUSIVE, message=f"{head}, {drift} ({_context(o)})")
     if o.statistical and o.worse > limit and o.p_worse_adj <= alpha:
         return replace(o, status=REGRESSION, message=f"{head} ({_context(o)})")
     if o.statistical and -o.worse > limit and o.p_better_adj <= alpha:
