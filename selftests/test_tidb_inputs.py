@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from wanbench.errors import ConfigError
-from wanbench.lab import PROJECT_ROOT
+from wanbench.profiles.lab.servers import PROJECT_ROOT
 from wanbench.profiles.tidb import cluster_settings, load_cluster, static_view
 from wanbench.topology import Topology
 

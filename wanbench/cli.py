@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from wanbench.errors import WanbenchError
 
 COMMAND_MODULES = [
-    "wanbench.lab_cli",
+    "wanbench.profiles.lab.cli",
     "wanbench.watchdog",
     "wanbench.faults_cli",
     "wanbench.suite_cli",

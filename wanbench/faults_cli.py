@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _lab(args: argparse.Namespace) -> int:
-    from wanbench.lab import Lab
+    from wanbench.profiles.lab.servers import Lab
 
     lab = Lab(args.dir, args.port_base)
     mine, others = lab.faults()

@@ -49,7 +49,7 @@ from wanbench.units import parse_list
 from wanbench.wait import wait_for
 
 if TYPE_CHECKING:
-    from wanbench.cluster import LabCluster
+    from wanbench.profiles.lab.cluster import LabCluster
 
 #: a partition is this much packet loss
 PARTITION_LEVEL = Level(FaultKind.LOSS, 100.0)
@@ -183,7 +183,7 @@ class LabOutages:
         return f"pause-{self.run.run_id}-{outage.component}"
 
     def _apply_partition(self, outage: Outage) -> Evidence:
-        from wanbench.faults.lab_tc import lab_link_mechanism, lab_scope
+        from wanbench.profiles.lab.faults import lab_link_mechanism, lab_scope
 
         if not (self.cluster.capabilities.nft and self.cluster.capabilities.nft_numgen):
             raise FaultError("lab", f"a partition needs nftables here (probe: {self.cluster.capabilities.label})")

@@ -2,7 +2,7 @@
 workload engines and the gate's fingerprint use, and what it hands out.
 
 A profile is a kind of cluster under test: the embedded lab
-(``wanbench.cluster.LabCluster``) or a tiup-deployed TiDB cluster
+(``wanbench.profiles.lab.cluster.LabCluster``) or a tiup-deployed TiDB cluster
 (``wanbench.profiles.cluster.TidbCluster``). Each implements every method
 below for real, so the fixtures call them without asking which profile they
 have (``wanbench/fixtures/cluster.py`` types its cluster as ``Cluster`` and
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from wanbench.faults.base import Evidence, Fault
-from wanbench.lab import DATABASE, Credentials
 from wanbench.procs import cpu_model
+from wanbench.profiles.lab.servers import DATABASE, Credentials
 from wanbench.topology import Scenario, Topology
 
 

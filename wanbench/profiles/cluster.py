@@ -20,8 +20,8 @@ from wanbench.executors.base import Executor
 from wanbench.faults.base import Evidence, Fault, FaultKind
 from wanbench.faults.deadman import DEFAULT_LEASE_S, RunInfo
 from wanbench.faults.lease import LeaseKeeper
-from wanbench.lab import Credentials
 from wanbench.profiles.base import SqlTarget, client_facts
+from wanbench.profiles.lab.servers import Credentials
 from wanbench.profiles.pd import LeaderDiscovery, PDClient, PendingPeerSampler, discover_leader
 from wanbench.profiles.plan import (
     FaultPlan,
