@@ -21,7 +21,7 @@ COMMAND_MODULES = [
     "wanbench.suite_cli",
     # -- commands: add modules below --
     "wanbench.gate.cli",
-    "wanbench.profiles.tidb_cli",
+    "wanbench.profiles.tidb.cli",
 ]
 
 

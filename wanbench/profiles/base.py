@@ -3,7 +3,7 @@ workload engines and the gate's fingerprint use, and what it hands out.
 
 A profile is a kind of cluster under test: the embedded lab
 (``wanbench.profiles.lab.cluster.LabCluster``) or a tiup-deployed TiDB cluster
-(``wanbench.profiles.cluster.TidbCluster``). Each implements every method
+(``wanbench.profiles.tidb.cluster.TidbCluster``). Each implements every method
 below for real, so the fixtures call them without asking which profile they
 have (``wanbench/fixtures/cluster.py`` types its cluster as ``Cluster`` and
 mypy checks both classes against it). How a profile puts a fault in place

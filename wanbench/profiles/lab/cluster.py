@@ -2,7 +2,7 @@
 embedded lab: where clients connect, which mechanism puts a fault of each
 kind in place, how that fault is verified, and the facts that fingerprint a
 run. The TiDB profile's class has the same shape
-(``wanbench.profiles.cluster.TidbCluster``).
+(``wanbench.profiles.tidb.cluster.TidbCluster``).
 
 ``Cluster``, ``SqlTarget`` and ``client_facts`` live in
 ``wanbench.profiles.base`` and are importable from here too."""
