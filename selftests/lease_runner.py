@@ -100,8 +100,8 @@ def finish(stage: str, ready: Path, check: Callable[[], None], clear: Callable[[
 def lab(kind: str, stage: str, lease: float, ready: Path, run_dir: str, port_base: str, watchdog: str) -> int:
     import os
 
-    from wanbench.cluster import LabCluster
-    from wanbench.lab import Lab
+    from wanbench.profiles.lab.cluster import LabCluster
+    from wanbench.profiles.lab.servers import Lab
 
     cluster = LabCluster(Lab(run_dir, int(port_base)), tag=str(os.getpid()), grace_s=600, lease_s=lease)
     if watchdog == "1":

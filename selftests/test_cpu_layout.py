@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from wanbench.errors import InfrastructureError
-from wanbench.lab import CpuLayout, Lab
 from wanbench.procs import pinned
+from wanbench.profiles.lab.servers import CpuLayout, Lab
 
 TWO_CPUS = len(os.sched_getaffinity(0)) >= 2
 

@@ -102,8 +102,8 @@ def test_lab_prometheus_scrapes_the_lab_and_stops_with_it(scratch: Path) -> None
     import time
 
     from wanbench.evidence.prometheus import LabPrometheus, PromClient
-    from wanbench.lab import Lab
     from wanbench.procs import ProcessHandle
+    from wanbench.profiles.lab.servers import Lab
     from wanbench.wait import wait_for
 
     lab = Lab(scratch / "lab", free_port_base(35000, 35089))

@@ -21,7 +21,7 @@ from selftests.labutil import free_port_base
 from wanbench.evidence.finding import Point, finding_for
 from wanbench.evidence.prometheus import PromClient, find_prometheus, tidb_evidence, tidb_queries
 from wanbench.procs import spawn
-from wanbench.profiles.tidb import load_cluster
+from wanbench.profiles.tidb.topology import load_cluster
 from wanbench.wait import wait_for
 
 DATA = Path(__file__).parent / "data"

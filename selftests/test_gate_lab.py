@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from selftests.labutil import run_suite
-from wanbench.lab import Lab
+from wanbench.profiles.lab.servers import Lab
 
 PORT_BASE = 23520  # this module's lab: 23520..23527
 pytestmark = [pytest.mark.lab, pytest.mark.slow]

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from wanbench.cluster import LabCluster
 from wanbench.errors import ConfigError, InfrastructureError
 from wanbench.faults.outage import LabOutages, Outage, OutageKind, parse_outage_kinds
 from wanbench.gate.baseline import samples_of
@@ -36,7 +35,8 @@ from wanbench.heartbeat import (
     rto,
     summarize,
 )
-from wanbench.lab import Lab, port_free
+from wanbench.profiles.lab.cluster import LabCluster
+from wanbench.profiles.lab.servers import Lab, port_free
 from wanbench.report.timeline import heartbeat_timeline
 from wanbench.results import CellResult, Latency, WorkloadResult
 

@@ -19,8 +19,8 @@ from wanbench import scratch
 from wanbench.errors import InfrastructureError, MissingToolError
 from wanbench.faults.base import Fault, FaultKind, Level
 from wanbench.faults.toxiproxy import ToxiproxyClient, ToxiproxyMechanism
-from wanbench.lab import Lab, find_binary
 from wanbench.procs import ProcessHandle
+from wanbench.profiles.lab.servers import Lab, find_binary
 from wanbench.wait import wait_for
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]

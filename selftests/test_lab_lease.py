@@ -17,7 +17,7 @@ import pytest
 
 from wanbench.executors.local import LocalExecutor
 from wanbench.faults.deadman import STATE_DIR, DeadMan
-from wanbench.lab import Lab
+from wanbench.profiles.lab.servers import Lab
 from wanbench.wait import wait_for
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]

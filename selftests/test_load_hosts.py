@@ -22,9 +22,9 @@ import pytest
 from wanbench.errors import ConfigError, InfrastructureError
 from wanbench.executors.local import LocalExecutor
 from wanbench.faults.base import FaultKind, Level
-from wanbench.profiles.cluster import TidbCluster
-from wanbench.profiles.plan import CLIENT, plan_fault
-from wanbench.profiles.tidb import parse_wanbench_cluster
+from wanbench.profiles.tidb.cluster import TidbCluster
+from wanbench.profiles.tidb.plan import CLIENT, plan_fault
+from wanbench.profiles.tidb.topology import parse_wanbench_cluster
 from wanbench.results import CellResult
 from wanbench.topology import LoadHost, Scenario, parse_load_hosts
 from wanbench.wait import wait_for

@@ -34,8 +34,8 @@ import pytest
 
 from selftests.labutil import ROOT, free_port_base, suite_cmd
 from wanbench import scratch
-from wanbench.lab import Lab
 from wanbench.netns import NetnsNetwork
+from wanbench.profiles.lab.servers import Lab
 from wanbench.results import results_schema_path
 from wanbench.wait import wait_for
 

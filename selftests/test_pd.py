@@ -10,8 +10,8 @@ import pytest
 
 from selftests.fake_pd import FakePD
 from wanbench.errors import ConfigError
-from wanbench.profiles.pd import PDClient, PDError, PendingPeerSampler, discover_leader
-from wanbench.profiles.tidb import load_cluster, pd_leader
+from wanbench.profiles.tidb.pd import PDClient, PDError, PendingPeerSampler, discover_leader
+from wanbench.profiles.tidb.topology import load_cluster, pd_leader
 from wanbench.wait import wait_for
 
 DATA = Path(__file__).parent / "data"

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from wanbench.cluster import LabCluster
 from wanbench.profiles.base import Cluster
-from wanbench.profiles.cluster import TidbCluster
+from wanbench.profiles.lab.cluster import LabCluster
+from wanbench.profiles.tidb.cluster import TidbCluster
 
 METHODS = sorted(n for n, v in vars(Cluster).items() if inspect.isfunction(v) and not n.startswith("_"))
 

@@ -43,7 +43,7 @@ def lab_report(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, A
     """Start the lab ourselves (so we know its password), run the RTT tests
     against it with --alluredir, generate the report, stop the lab."""
     _tools_present()
-    from wanbench.lab import Lab
+    from wanbench.profiles.lab.servers import Lab
 
     tmp = tmp_path_factory.mktemp("labreport")
     lab = Lab(tmp / "lab", PORT_BASE)

@@ -22,8 +22,8 @@ from wanbench.executors.ssh import SSHExecutor
 from wanbench.faults.base import Fault, FaultKind, Level
 from wanbench.faults.tc import PeerMatch, TcMechanism
 from wanbench.netns import NetnsNetwork
-from wanbench.profiles.plan import plan_fault, ssh_bypass_ports, ssh_executors, tc_mechanisms
-from wanbench.profiles.tidb import load_cluster
+from wanbench.profiles.tidb.plan import plan_fault, ssh_bypass_ports, ssh_executors, tc_mechanisms
+from wanbench.profiles.tidb.topology import load_cluster
 from wanbench.topology import load_catalog
 
 pytestmark = pytest.mark.netns
@@ -240,7 +240,7 @@ def test_jump_host_ports_are_in_every_ssh_bypass(tmp_path: Path) -> None:
 
 def test_dry_run_shows_the_jump_hosts_port_in_the_bypass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The dry run prints the tc commands apply would run, jump-host bypass included (nothing connects)."""
-    from wanbench.profiles.cluster import DryRun, TidbCluster
+    from wanbench.profiles.tidb.cluster import DryRun, TidbCluster
 
     monkeypatch.setenv("HOME", str(tmp_path))
     (tmp_path / ".ssh").mkdir()

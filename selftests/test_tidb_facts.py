@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from wanbench.errors import ConfigError, InfrastructureError
-from wanbench.profiles.tidb import load_cluster
-from wanbench.profiles.tidb_facts import (
+from wanbench.profiles.tidb.facts import (
     InstanceInfo,
     SQLTarget,
     TiDBFacts,
@@ -18,6 +17,7 @@ from wanbench.profiles.tidb_facts import (
     parse_cluster_info,
     parse_tidb_version,
 )
+from wanbench.profiles.tidb.topology import load_cluster
 
 DATA = Path(__file__).parent / "data"
 

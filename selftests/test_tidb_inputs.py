@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from wanbench.errors import ConfigError
-from wanbench.lab import PROJECT_ROOT
-from wanbench.profiles.tidb import cluster_settings, load_cluster, static_view
+from wanbench.profiles.lab.servers import PROJECT_ROOT
+from wanbench.profiles.tidb.topology import cluster_settings, load_cluster, static_view
 from wanbench.topology import Topology
 
 DATA = Path(__file__).parent / "data"

@@ -27,16 +27,16 @@ from wanbench.errors import ConfigError, InfrastructureError
 from wanbench.executors.base import Executor
 from wanbench.faults.base import Level
 from wanbench.netns import NetnsNetwork
-from wanbench.profiles.cluster import DryRun, TidbCluster
-from wanbench.profiles.plan import (
+from wanbench.profiles.tidb.cluster import DryRun, TidbCluster
+from wanbench.profiles.tidb.facts import SQLTarget, collect_facts
+from wanbench.profiles.tidb.plan import (
     FilterKey,
     installed_filters,
     planned_filters,
     preflight,
     ssh_executors,
 )
-from wanbench.profiles.tidb import load_cluster
-from wanbench.profiles.tidb_facts import SQLTarget, collect_facts
+from wanbench.profiles.tidb.topology import load_cluster
 from wanbench.topology import Topology, load_catalog
 from wanbench.wait import wait_for
 

@@ -12,7 +12,7 @@ from wanbench.errors import ConfigError, InfrastructureError
 from wanbench.executors import Executor, LocalExecutor
 from wanbench.executors.ssh import SSHExecutor
 from wanbench.faults.base import FAMILY_KIND, Level
-from wanbench.profiles.plan import (
+from wanbench.profiles.tidb.plan import (
     CLIENT,
     HostPlan,
     matches_by_interface,
@@ -22,7 +22,7 @@ from wanbench.profiles.plan import (
     tc_peers,
     tc_renderer,
 )
-from wanbench.profiles.tidb import cluster_settings, load_cluster, with_pd_leader
+from wanbench.profiles.tidb.topology import cluster_settings, load_cluster, with_pd_leader
 from wanbench.topology import Scenario, load_catalog
 
 DATA = Path(__file__).parent / "data"
@@ -210,7 +210,7 @@ def test_tc_mechanisms_group_filters_by_interface(topo, catalog) -> None:
 
 
 def test_tidb_cluster_dry_run_contacts_nobody(topo, catalog) -> None:
-    from wanbench.profiles.cluster import DryRun, TidbCluster
+    from wanbench.profiles.tidb.cluster import DryRun, TidbCluster
 
     cluster = TidbCluster(topo, tag="dry", dry_run=True)
     assert cluster.sweep() == []
@@ -230,7 +230,7 @@ def test_tidb_cluster_dry_run_contacts_nobody(topo, catalog) -> None:
 
 
 def test_tidb_cluster_sql_targets_round_robin_list(topo) -> None:
-    from wanbench.profiles.cluster import TidbCluster
+    from wanbench.profiles.tidb.cluster import TidbCluster
 
     cluster = TidbCluster(topo, tag="t")
     targets = cluster.sql_targets("proxy")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from wanbench.errors import ConfigError
-from wanbench.profiles.tidb import (
+from wanbench.profiles.tidb.topology import (
     LABEL_DASHBOARD,
     LABEL_LEADER,
     LABEL_MONITORING,
@@ -259,7 +259,7 @@ def test_catalog_scenarios_select_components(display) -> None:
 _IDS_MODULE = """
 import pytest
 from wanbench.faults.base import parse_levels
-from wanbench.profiles.tidb import load_cluster
+from wanbench.profiles.tidb.topology import load_cluster
 from wanbench.topology import load_catalog, select_scenarios
 
 TOPO = load_cluster({path!r})

@@ -15,13 +15,13 @@ from collections.abc import Sequence
 from wanbench.errors import WanbenchError
 
 COMMAND_MODULES = [
-    "wanbench.lab_cli",
+    "wanbench.profiles.lab.cli",
     "wanbench.watchdog",
     "wanbench.faults_cli",
     "wanbench.suite_cli",
     # -- commands: add modules below --
     "wanbench.gate.cli",
-    "wanbench.profiles.tidb_cli",
+    "wanbench.profiles.tidb.cli",
 ]
 
 

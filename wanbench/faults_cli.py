@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _lab(args: argparse.Namespace) -> int:
-    from wanbench.lab import Lab
+    from wanbench.profiles.lab.servers import Lab
 
     lab = Lab(args.dir, args.port_base)
     mine, others = lab.faults()
@@ -64,8 +64,8 @@ def _lab(args: argparse.Namespace) -> int:
 
 def _cluster(args: argparse.Namespace) -> int:
     from wanbench.faults.inventory import clear_found, host_faults
-    from wanbench.profiles.plan import ssh_executors
-    from wanbench.profiles.tidb import load_cluster
+    from wanbench.profiles.tidb.plan import ssh_executors
+    from wanbench.profiles.tidb.topology import load_cluster
 
     topology = load_cluster(args.cluster)
     executors = ssh_executors(topology, accept_new_host_keys=args.ssh_accept_new_hosts)

@@ -106,7 +106,7 @@ class Endpoint:
 
     @classmethod
     def of(cls, target: Any) -> Endpoint:
-        """From a ``wanbench.cluster.SqlTarget``."""
+        """From a ``wanbench.profiles.base.SqlTarget``."""
         return cls(target.host, target.port, target.credentials.user, target.credentials.password,
                    target.database)
 
@@ -480,7 +480,7 @@ class LabRowSource:
     wait_s: float = 30.0
 
     def rows(self, table: str, run_id: str) -> set[tuple[int, int]]:
-        from wanbench.lab import DATABASE
+        from wanbench.profiles.lab.servers import DATABASE
 
         with self.lab.admin(self.server) as conn:
             cur = conn.cursor()

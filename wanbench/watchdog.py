@@ -61,7 +61,7 @@ def clear_host_faults(run_id: str, state_dir: str) -> list[str]:
 
 def stop_lab_of(runner_pid: int, runner_start: int, lab_dir: Path, port_base: int | None) -> list[str]:
     """Stop the lab in ``lab_dir`` if the runner started it (and only then): what ``lab down`` stops."""
-    from wanbench.lab import Lab
+    from wanbench.profiles.lab.servers import Lab
 
     lab = Lab(lab_dir, port_base)
     try:

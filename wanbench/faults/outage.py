@@ -18,7 +18,7 @@ the PID the lab recorded (leased by a local dead-man that sends SIGCONT), a
 restart ``Lab.restart_component``. On a TiDB cluster (``TidbOutages``) the
 commands go over SSH, tiup style: ``systemctl stop|start <role>-<port>.service``,
 ``kill -STOP|-CONT`` of the unit's MainPID, and nft drop scoped by the fault
-plan (``wanbench.profiles.plan``); ``render`` prints them all for
+plan (``wanbench.profiles.tidb.plan``); ``render`` prints them all for
 ``--dry-run`` and runs nothing.
 """
 
@@ -49,7 +49,7 @@ from wanbench.units import parse_list
 from wanbench.wait import wait_for
 
 if TYPE_CHECKING:
-    from wanbench.cluster import LabCluster
+    from wanbench.profiles.lab.cluster import LabCluster
 
 #: a partition is this much packet loss
 PARTITION_LEVEL = Level(FaultKind.LOSS, 100.0)
@@ -183,7 +183,7 @@ class LabOutages:
         return f"pause-{self.run.run_id}-{outage.component}"
 
     def _apply_partition(self, outage: Outage) -> Evidence:
-        from wanbench.faults.lab_tc import lab_link_mechanism, lab_scope
+        from wanbench.profiles.lab.faults import lab_link_mechanism, lab_scope
 
         if not (self.cluster.capabilities.nft and self.cluster.capabilities.nft_numgen):
             raise FaultError("lab", f"a partition needs nftables here (probe: {self.cluster.capabilities.label})")
@@ -230,7 +230,7 @@ def pick_target(topology: Topology, scenario: Scenario) -> tuple[Topology, Compo
     what a failure looks like. The chosen instance gets ``TARGET_LABEL`` so the
     fault plan can select it alone.
     """
-    from wanbench.profiles.tidb import fault_components
+    from wanbench.profiles.tidb.topology import fault_components
 
     eligible = {c.name for c in fault_components(topology)}
     found = sorted((c for c in topology.select(scenario.target) if c.name in eligible), key=lambda c: c.name)
@@ -290,7 +290,7 @@ class TidbOutages:
         state_dir_for: Callable[[str], str] | None = None,
         keeper: LeaseKeeper | None = None,
     ) -> None:
-        from wanbench.profiles.tidb import cluster_settings
+        from wanbench.profiles.tidb.topology import cluster_settings
 
         self.topology = topology
         self.executors = executors
@@ -310,7 +310,7 @@ class TidbOutages:
     def plan(self, scenario: Scenario, kind: OutageKind, hold_s: float,
              topology: Topology | None = None) -> OutagePlan:
         """Pure: which instance, which host, which commands (``topology``: the live one, PD leader known)."""
-        from wanbench.profiles.plan import plan_fault
+        from wanbench.profiles.tidb.plan import plan_fault
 
         topo, target = pick_target(topology or self.topology, scenario)
         outage = Outage(kind, target.name, hold_s)

@@ -2,8 +2,8 @@
 workload engines and the gate's fingerprint use, and what it hands out.
 
 A profile is a kind of cluster under test: the embedded lab
-(``wanbench.cluster.LabCluster``) or a tiup-deployed TiDB cluster
-(``wanbench.profiles.cluster.TidbCluster``). Each implements every method
+(``wanbench.profiles.lab.cluster.LabCluster``) or a tiup-deployed TiDB cluster
+(``wanbench.profiles.tidb.cluster.TidbCluster``). Each implements every method
 below for real, so the fixtures call them without asking which profile they
 have (``wanbench/fixtures/cluster.py`` types its cluster as ``Cluster`` and
 mypy checks both classes against it). How a profile puts a fault in place
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from wanbench.faults.base import Evidence, Fault
-from wanbench.lab import DATABASE, Credentials
 from wanbench.procs import cpu_model
+from wanbench.profiles.lab.servers import DATABASE, Credentials
 from wanbench.topology import Scenario, Topology
 
 

@@ -40,7 +40,7 @@ class EngineContext:
     """What an engine may use: the cluster, the run's options, a scratch
     directory, and ways to tell the user what happens."""
 
-    cluster: Any  # wanbench.cluster.Cluster
+    cluster: Any  # wanbench.profiles.base.Cluster
     option: Callable[[str], Any]  # pytest's config.getoption
     workdir: Path
     progress: Callable[[str], None]

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from wanbench.lab import CPU_LAYOUTS, DEFAULT_CPU_LAYOUT, Lab
+from wanbench.profiles.lab.servers import CPU_LAYOUTS, DEFAULT_CPU_LAYOUT, Lab
 
 
 def register(sub: Any) -> None:

@@ -2,7 +2,7 @@
 tiup-deployed TiDB cluster.
 
 Faults are the tc mechanism over SSH on the hosts the plan names, scoped to
-the target's own flows (``wanbench.profiles.plan``). Before the first fault
+the target's own flows (``wanbench.profiles.tidb.plan``). Before the first fault
 every host is checked (``preflight``); the PD leader is asked live before
 each fault; a bandwidth fault samples PD's pending-peer regions until it is
 cleared. With ``dry_run`` nothing connects anywhere: ``apply`` raises
@@ -20,10 +20,11 @@ from wanbench.executors.base import Executor
 from wanbench.faults.base import Evidence, Fault, FaultKind
 from wanbench.faults.deadman import DEFAULT_LEASE_S, RunInfo
 from wanbench.faults.lease import LeaseKeeper
-from wanbench.lab import Credentials
 from wanbench.profiles.base import SqlTarget, client_facts
-from wanbench.profiles.pd import LeaderDiscovery, PDClient, PendingPeerSampler, discover_leader
-from wanbench.profiles.plan import (
+from wanbench.profiles.lab.servers import Credentials
+from wanbench.profiles.tidb.facts import SQLTarget, collect_facts
+from wanbench.profiles.tidb.pd import LeaderDiscovery, PDClient, PendingPeerSampler, discover_leader
+from wanbench.profiles.tidb.plan import (
     FaultPlan,
     PreflightReport,
     installed_filters,
@@ -38,8 +39,7 @@ from wanbench.profiles.plan import (
     tc_mechanisms,
     tc_renderer,
 )
-from wanbench.profiles.tidb import cluster_settings, pd_client_urls, sql_endpoints, workload_settings
-from wanbench.profiles.tidb_facts import SQLTarget, collect_facts
+from wanbench.profiles.tidb.topology import cluster_settings, pd_client_urls, sql_endpoints, workload_settings
 from wanbench.topology import LoadHost, Scenario, Topology, parse_load_hosts
 
 

@@ -56,7 +56,7 @@ from wanbench.wait import wait_for
 if TYPE_CHECKING:
     from wanbench.faults.inventory import Found
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[3]  # wanbench/profiles/lab/servers.py -> the checkout
 #: a source checkout keeps the lab's run directory and tools (bin/) in itself;
 #: an installed wheel has no such place (PROJECT_ROOT is site-packages there)
 IN_CHECKOUT = (PROJECT_ROOT / "pyproject.toml").is_file()
@@ -379,7 +379,7 @@ class Lab:
         """(this lab's faults: its toxics, tc/nft faults of its scope, dead runs' leftovers on this machine;
         live faults of other runs here, which are left alone)."""
         from wanbench.faults.inventory import Found, host_faults
-        from wanbench.faults.lab_tc import lab_scope
+        from wanbench.profiles.lab.faults import lab_scope
 
         mine: list[Found] = []
         if (toxiproxy := self.handle("toxiproxy")) and toxiproxy.alive():

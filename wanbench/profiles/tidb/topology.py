@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from wanbench.errors import ConfigError
-from wanbench.profiles.inputs import clean_pasted, get_float, get_int, get_str, load_yaml, where, yaml_body
+from wanbench.profiles.tidb.inputs import clean_pasted, get_float, get_int, get_str, load_yaml, where, yaml_body
 from wanbench.topology import Component, Topology, parse_load_hosts
 
 PROFILE = "tidb"

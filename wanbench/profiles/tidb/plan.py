@@ -35,7 +35,7 @@ from wanbench.errors import ConfigError, HostKeyError, HostUnreachableError, Inf
 from wanbench.executors.base import Executor
 from wanbench.faults.base import Level
 from wanbench.faults.tc import PeerMatch
-from wanbench.profiles.tidb import cluster_settings, fault_components
+from wanbench.profiles.tidb.topology import cluster_settings, fault_components
 from wanbench.topology import Component, Scenario, Topology
 
 CLIENT = "client"
@@ -433,7 +433,7 @@ def ssh_executors(topology: Topology, hosts: Iterable[str] | None = None, **over
     ``overrides`` go to every ``SSHExecutor`` (e.g. ``ssh_config=``).
     """
     from wanbench.executors import get_executor
-    from wanbench.profiles.tidb import tiup_ssh_key
+    from wanbench.profiles.tidb.topology import tiup_ssh_key
 
     s = cluster_settings(topology)
     key = s.ssh_key or tiup_ssh_key(s.name or topology.name)

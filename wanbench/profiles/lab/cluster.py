@@ -2,7 +2,7 @@
 embedded lab: where clients connect, which mechanism puts a fault of each
 kind in place, how that fault is verified, and the facts that fingerprint a
 run. The TiDB profile's class has the same shape
-(``wanbench.profiles.cluster.TidbCluster``).
+(``wanbench.profiles.tidb.cluster.TidbCluster``).
 
 ``Cluster``, ``SqlTarget`` and ``client_facts`` live in
 ``wanbench.profiles.base`` and are importable from here too."""
@@ -24,13 +24,20 @@ from wanbench.errors import FaultError, FaultVerificationError
 from wanbench.executors.local import LocalExecutor
 from wanbench.faults.base import Evidence, Fault, FaultKind, Mechanism
 from wanbench.faults.deadman import DEFAULT_LEASE_S, STATE_DIR
-from wanbench.faults.lab_tc import lab_link_mechanism, lab_run_id, lab_scope, present_rules, sweep_lab, verify_lab_fault
 from wanbench.faults.lease import LeaseKeeper
 from wanbench.faults.probe import Capabilities, choose_mechanism, probe
 from wanbench.faults.toxiproxy import TOXIC_PREFIX, ToxiproxyMechanism, expected_added_ms, write_toxic_lease
-from wanbench.lab import Lab
 from wanbench.procs import ProcessHandle, proc_start_time, spawn
 from wanbench.profiles.base import Cluster, SqlTarget, client_facts
+from wanbench.profiles.lab.faults import (
+    lab_link_mechanism,
+    lab_run_id,
+    lab_scope,
+    present_rules,
+    sweep_lab,
+    verify_lab_fault,
+)
+from wanbench.profiles.lab.servers import Lab
 from wanbench.topology import Link, Scenario
 
 #: Measured on the lab (min of 7 ``SELECT 1`` round trips, 5 applies per level, 1..200 ms): Toxiproxy adds
@@ -210,7 +217,7 @@ class LabCluster:
              "--state-dir", STATE_DIR, "--lab-dir", str(self.lab.run_dir), "--lab-port-base", str(self.lab.port_base)],
             log=self.lab.run_dir / f"watchdog-{self.tag}.log",
             pid_file=self.lab.run_dir / "watchdog.pid",
-            cwd=Path(__file__).resolve().parent.parent,
+            cwd=Path(__file__).resolve().parents[3],  # where `-m wanbench` is importable
         )
 
     def _arm(self, fault: Fault, expected_duration_s: float) -> None:
