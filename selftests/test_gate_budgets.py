@@ -122,6 +122,8 @@ BAD = [
      "a drop rule can never match"),
     ("bad min_runs", "profile: lab\ngate:\n  min_runs: 1\nrules:\n  - baseline: {qps: 5%}\n", 3,
      "min_runs must be an integer >= 2"),
+    ("bad min_run_spread", "profile: lab\ngate:\n  min_runs: 3\n  min_run_spread: ten\nrules:\n"
+     "  - baseline: {qps: 5%}\n", 4, "min_run_spread must be a percentage such as 10%"),
 ]
 
 
@@ -130,6 +132,7 @@ def test_drop_checks_are_in_points_and_skip_level_zero(tmp_path: Path) -> None:
            "      qps: 5 points\n      latency_ms.p99: 10pt\n"
     budgets = load_budgets(write(tmp_path, text), profile="lab")
     assert budgets.policy.min_runs == 4
+    assert budgets.policy.min_run_spread == 0.0  # not given: the accepted runs' own spread is trusted
     checks = {(c.kind, c.metric): c for c in budgets.checks_for(CellKey("rtt", "proxy", "50ms", 10))}
     assert checks[("drop", "qps")].limit == pytest.approx(0.05)
     assert checks[("drop", "qps")].describe_limit() == "5 points"
@@ -156,3 +159,10 @@ def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
 def test_unknown_profile_has_no_catalog() -> None:
     with pytest.raises(ConfigError, match=r"^b.yaml:1: no scenario catalog for profile 'mysql'"):
         parse_budgets("profile: mysql\nrules:\n  - baseline: {qps: 5%}\n", source="b.yaml")
+
+
+def test_the_lab_budgets_assume_runs_differ_by_at_least_10_percent() -> None:
+    from wanbench.gate.budgets import default_budgets_path
+
+    budgets = load_budgets(default_budgets_path("lab"), profile="lab")
+    assert budgets.policy.min_run_spread == pytest.approx(0.10)

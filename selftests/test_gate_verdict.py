@@ -306,3 +306,22 @@ def test_judge_remembers_level_zero_cells_in_run_order() -> None:
     v = decide(correct_online(pending, 1), alpha=0.05)
     assert v.status == INCONCLUSIVE  # an empty store: the drift between blocks is not known yet
     assert "below level 0 (rtt=0ms)" in v.message
+
+
+def test_a_least_spread_between_runs_keeps_back_to_back_baselines_honest() -> None:
+    """Three accepted runs recorded back to back agree within 0.2 %; a run an
+    hour later on a drifting machine is 12 % lower. Trusting the 0.2 % calls
+    that a regression; with the policy's least spread of 10 % it is
+    inconclusive, and a real 40 % drop is still caught."""
+    tight = runs_baseline([5000, 5010, 4990])
+
+    def verdict(median: float, spread: float) -> Verdict:
+        pending = assess_cell(KEY, one_run(median), [QPS_5], baseline=tight, level0=None, alpha_cell=0.05,
+                              min_run_spread=spread)
+        return decide(correct_online(pending, 1), alpha=0.05)
+
+    assert verdict(4400, 0.0).status == REGRESSION
+    drifted = verdict(4400, 0.10)
+    assert drifted.status == INCONCLUSIVE, drifted.message
+    assert "too noisy to judge a 5% budget" in drifted.message
+    assert verdict(3000, 0.10).status == REGRESSION

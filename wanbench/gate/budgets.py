@@ -81,7 +81,7 @@ RUN_KINDS = ("baseline", "drop")
 _SELECTORS = ("family", "scenario", "level", "concurrency", "path", "workload")
 _RULE_KEYS = set(_SELECTORS) | set(CHECK_KINDS) | {"name", "description"}
 _TOP_KEYS = {"version", "profile", "gate", "rules", "description"}
-_GATE_KEYS = {"alpha", "correction", "min_rounds", "min_runs"}
+_GATE_KEYS = {"alpha", "correction", "min_rounds", "min_runs", "min_run_spread"}
 _CORRECTIONS = ("holm", "bonferroni", "bh", "none")
 _PCT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 _MS = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s)\s*$")
@@ -177,6 +177,11 @@ class GatePolicy:
     min_rounds: int = 3
     #: accepted baseline runs a run-level check needs before it may call a regression
     min_runs: int = 3
+    #: the least spread between separate runs a baseline check assumes (a fraction:
+    #: 0.10 = runs differ by 10 % sd), whatever a few accepted runs recorded back to
+    #: back show: a machine that drifts over minutes makes them agree more closely
+    #: than runs an hour apart will. 0 = trust the accepted runs' own spread.
+    min_run_spread: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -329,7 +334,7 @@ class _Validator:
         if raw is None:
             return GatePolicy()
         if not isinstance(raw, _LineDict):
-            raise self.fail(line, "'gate' must be a mapping (alpha, correction, min_rounds)")
+            raise self.fail(line, "'gate' must be a mapping (alpha, correction, min_rounds, min_runs, min_run_spread)")
         for key in raw:
             if key not in _GATE_KEYS:
                 known = ", ".join(sorted(_GATE_KEYS))
@@ -353,7 +358,14 @@ class _Validator:
             raise self.fail(
                 raw.key_lines.get("min_runs", line), f"min_runs must be an integer >= 2, not {min_runs!r}"
             )
-        return GatePolicy(float(alpha), correction, min_rounds, min_runs)
+        spread_raw = raw.get("min_run_spread", "0%")
+        m = _PCT.match(str(spread_raw))
+        if not m or not 0 <= float(m.group(1)) < 100:
+            raise self.fail(
+                raw.key_lines.get("min_run_spread", line),
+                f"min_run_spread must be a percentage such as 10% (the least spread between runs), not {spread_raw!r}",
+            )
+        return GatePolicy(float(alpha), correction, min_rounds, min_runs, float(m.group(1)) / 100.0)
 
     def rule(self, raw: Any, line: int) -> Rule:
         if not isinstance(raw, _LineDict):

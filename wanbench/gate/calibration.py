@@ -53,7 +53,8 @@ class Comparison:
 
 
 def judge_runs(current: Sequence[float], baseline: Sequence[float], *, budget: float, alpha: float,
-               looks: int = 1, min_runs: int = 3, key: CellKey | None = None) -> tuple[str, str]:
+               looks: int = 1, min_runs: int = 3, min_run_spread: float = 0.0,
+               key: CellKey | None = None) -> tuple[str, str]:
     """The gate's verdict of ``current`` run medians (the last one measured
     now, the others carried over from earlier looks) against ``baseline`` run
     medians, exactly as pytest decides a one-cell session."""
@@ -62,7 +63,8 @@ def judge_runs(current: Sequence[float], baseline: Sequence[float], *, budget: f
     base = BaselineCell(key, {"qps": list(baseline)}, len(baseline), "", {}, "", {"qps": list(baseline)})
     *earlier, now = current
     pending = assess_cell(key, {"qps": [now]}, [check], baseline=base, level0=None, alpha_cell=alpha / looks,
-                          earlier_runs=[RunSummary({"qps": v}) for v in earlier], min_runs=min_runs)
+                          earlier_runs=[RunSummary({"qps": v}) for v in earlier], min_runs=min_runs,
+                          min_run_spread=min_run_spread)
     correct_online(pending, looks)
     v = decide(pending, alpha=alpha, comparisons=looks)
     return v.status, v.message
@@ -89,6 +91,8 @@ class Calibration:
     max_runs: int = 3
     budget: float = 0.05
     alpha: float = 0.05
+    #: the gate policy's least spread between runs (``GatePolicy.min_run_spread``)
+    min_run_spread: float = 0.0
     seconds_per_run: float = math.nan
     false_positives: list[Comparison] = field(default_factory=list)
     detections: list[list[Comparison]] = field(default_factory=list)  # per chain, one per look
@@ -100,6 +104,7 @@ class Calibration:
         for i in range(n):
             for win in windows(n, self.baseline_runs, per_current, exclude=i):
                 status, msg = judge_runs([self.same[i]], [self.same[j] for j in win], budget=self.budget,
+                                    min_run_spread=self.min_run_spread,
                                          alpha=self.alpha)
                 self.false_positives.append(Comparison((i,), win, status, msg))
         self.detections = []
@@ -111,7 +116,8 @@ class Calibration:
             for look in range(1, self.max_runs + 1):
                 idx = tuple((c + k) % h for k in range(look))
                 status, msg = judge_runs([self.handicapped[k] for k in idx], [self.same[j] for j in win],
-                                         budget=self.budget, alpha=self.alpha, looks=self.max_runs)
+                                         budget=self.budget, min_run_spread=self.min_run_spread,
+                                         alpha=self.alpha, looks=self.max_runs)
                 chain.append(Comparison(idx, win, status, msg))
                 if status in (REGRESSION, "pass", "improvement"):
                     break

@@ -388,10 +388,13 @@ class RunTest:
         return student_t_ppf(1.0 - alpha, self.df) * self.se
 
 
-def run_t_test(current: Sequence[float], reference: Sequence[float], *, log: bool) -> RunTest:
+def run_t_test(current: Sequence[float], reference: Sequence[float], *, log: bool,
+               sd_floor: float = 0.0) -> RunTest:
     """Pooled two-sample t over run summaries. Needs at least two reference
     runs (one current run is enough: the reference runs give the spread).
-    ``log`` for rates and latencies, whose changes are ratios."""
+    ``log`` for rates and latencies, whose changes are ratios. ``sd_floor``
+    (on the tested scale) is the least spread between runs assumed, however
+    closely the given runs agree."""
     if len(reference) < 2 or not current:
         return RunTest(math.nan, math.nan, 0, math.nan, 1.0, 1.0)
     if log and (min(current) <= 0 or min(reference) <= 0):
@@ -401,7 +404,7 @@ def run_t_test(current: Sequence[float], reference: Sequence[float], *, log: boo
     mx, my = statistics.fmean(fx), statistics.fmean(fy)
     ss = sum((v - mx) ** 2 for v in fx) + sum((v - my) ** 2 for v in fy)
     df = len(fx) + len(fy) - 2
-    se = math.sqrt(ss / df * (1.0 / len(fx) + 1.0 / len(fy)))
+    se = math.sqrt(max(ss / df, sd_floor**2) * (1.0 / len(fx) + 1.0 / len(fy)))
     diff = mx - my
     if se == 0:
         p_less = 0.5 if diff == 0 else (0.0 if diff < 0 else 1.0)

@@ -356,8 +356,11 @@ def assess_runs(
     *,
     alpha_each: float,
     min_runs: int,
+    min_run_spread: float = 0.0,
 ) -> Outcome:
     """Raw statistics of a run-level check: one value per run on each side.
+    ``min_run_spread``: the least spread between runs a ``baseline`` check
+    assumes (``GatePolicy.min_run_spread``).
 
     ``baseline`` values are run medians, compared on the log scale (a budget
     limits a ratio); ``drop`` values are fractions of level 0 compared in
@@ -379,7 +382,9 @@ def assess_runs(
         cur_mean = stats.geometric_mean(current)
         change = (cur_mean / ref_mean - 1.0) if ref_mean else math.nan
         worse = -change if hib else change
-        test = stats.run_t_test(current, ref, log=not _additive(check.metric))
+        additive = _additive(check.metric)
+        floor = 0.0 if additive else math.log1p(min_run_spread)
+        test = stats.run_t_test(current, ref, log=not additive, sd_floor=floor)
         p_worse, p_better = (test.p_less, test.p_greater) if hib else (test.p_greater, test.p_less)
         crit = test.critical(alpha_each)
         if _additive(check.metric):
@@ -441,6 +446,7 @@ def assess_cell(
     no_baseline_note: str = "",
     earlier_runs: Sequence[RunSummary] = (),
     min_runs: int = 3,
+    min_run_spread: float = 0.0,
 ) -> Pending:
     """Raw statistics of every check of one cell. ``alpha_cell`` is this
     cell's share of the session's alpha; it is split again over the
@@ -500,7 +506,8 @@ def assess_cell(
     for check, values, reference in todo:
         if check.per_run:
             assert reference is not None
-            pending.outcomes.append(assess_runs(check, values, reference, alpha_each=alpha_each, min_runs=min_runs))
+            pending.outcomes.append(assess_runs(check, values, reference, alpha_each=alpha_each, min_runs=min_runs,
+                                                min_run_spread=min_run_spread))
             continue
         outcome = assess(check, values, reference, alpha_each=alpha_each)
         if outcome is not None and check.kind == "level0":
@@ -789,6 +796,7 @@ class Judge:
             no_baseline_note=note,
             earlier_runs=self.earlier.get(key.id, ()),
             min_runs=self.budgets.policy.min_runs,
+            min_run_spread=self.budgets.policy.min_run_spread,
         )
         if lk.incomparable and lk.note:
             pending.notes.insert(0, lk.note)
