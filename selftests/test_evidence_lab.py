@@ -29,7 +29,7 @@ def scratch() -> Iterator[Path]:
 
 
 def _suite(scratch: Path, *args: str) -> tuple[dict[str, Any], str]:
-    base = free_port_base(35000, 35089)
+    base = free_port_base(29000, 29089)
     out = scratch / "results.json"
     res = run_suite(*args, "--lab-port-base", str(base), "--lab-dir", str(scratch / "lab"),
                     "--results-json", str(out), timeout=400)
@@ -106,7 +106,7 @@ def test_lab_prometheus_scrapes_the_lab_and_stops_with_it(scratch: Path) -> None
     from wanbench.profiles.lab.servers import Lab
     from wanbench.wait import wait_for
 
-    lab = Lab(scratch / "lab", free_port_base(35000, 35089))
+    lab = Lab(scratch / "lab", free_port_base(29000, 29089))
     with lab:
         prom = lab.start_prometheus()
         handles = [ProcessHandle.load(lab.run_dir / f"{s}.pid") for s in LabPrometheus.SERVICES]

@@ -42,7 +42,7 @@ def prometheus() -> Iterator[PromClient]:
         res = subprocess.run(["promtool", "tsdb", "create-blocks-from", "openmetrics", str(SAMPLES), str(data)],  # noqa: S607
                              capture_output=True, text=True, timeout=120, check=False)
         assert res.returncode == 0, f"promtool backfill failed: {res.stderr[-800:]}"
-        port = free_port_base(35090, 35099, span=1)
+        port = free_port_base(29090, 29099, span=1)
         cfg = work / "prometheus.yml"
         cfg.write_text("global:\n  scrape_interval: 15s\nscrape_configs: []\n")
         handle = spawn("prometheus", ["prometheus", f"--config.file={cfg}", f"--storage.tsdb.path={data}",
@@ -129,7 +129,7 @@ def test_tidb_collector_asks_for_its_windows(prometheus: PromClient) -> None:
 def test_unreachable_prometheus_is_an_error_note_not_a_failure() -> None:
     from wanbench.fixtures.evidence import TidbWindows
 
-    port = free_port_base(35090, 35099, span=1)  # nothing listens there
+    port = free_port_base(29090, 29099, span=1)  # nothing listens there
     windows = TidbWindows(PromClient(f"http://127.0.0.1:{port}", timeout=2))
     windows.begin()
     windows.end()
