@@ -1,6 +1,16 @@
-"""Selftest-only fixtures: a session-wide network of namespace hosts with real sshd.
+"""Selftest-only fixtures: a session-wide network of namespace hosts with real sshd,
+and the rule that splits the self-tests over xdist workers.
 
 Loaded only for selftests/; the performance suite never sees these.
+
+``scripts/selftest`` runs with ``-n 2 --dist loadgroup``. Every test that uses
+the machine as a whole (a lab's servers, network namespaces, qdiscs and nft
+tables, processes found by scanning ``/proc``, timing that a second busy
+worker would distort) is put in ONE xdist group, ``machine``, so those tests
+run one after another on one worker, as they did serially; the unit and
+pytester tests share the other worker. The rule is by marker (``lab``,
+``netns``) plus the modules listed in ``MACHINE_MODULES``, so a new test with
+the ``lab`` marker lands in the group without anyone remembering.
 """
 
 from __future__ import annotations
@@ -15,6 +25,35 @@ import pytest
 from selftests.labutil import pid_alive
 from wanbench.executors.ssh import SSHExecutor
 from wanbench.netns import NetnsNetwork
+
+
+#: markers whose tests use the machine as a whole
+MACHINE_MARKERS = ("lab", "netns")
+#: modules whose tests use the machine as a whole without those markers: they
+#: start their own Prometheus on fixed ports, start xdist or pytest runs with
+#: labs of their own, or kill and look for processes machine-wide
+MACHINE_MODULES = frozenset({
+    "test_evidence_tidb.py", "test_scaleout.py", "test_scaleout_plugin.py", "test_plugin.py",
+    "test_procs.py", "test_scratch.py", "test_sysproc.py", "test_load_hosts.py",
+})
+#: the tests `scripts/selftest --quick` leaves out (on top of the machine group): seconds each
+SLOW_MARKER = "slow"
+
+
+def is_machine_wide(item: pytest.Item) -> bool:
+    return item.path.name in MACHINE_MODULES or any(item.get_closest_marker(m) for m in MACHINE_MARKERS)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if is_machine_wide(item):
+            item.add_marker(pytest.mark.xdist_group("machine"))
+    if os.environ.get("WANBENCH_SELFTEST_QUICK") == "1":  # scripts/selftest --quick
+        keep = [i for i in items if not is_machine_wide(i) and not i.get_closest_marker(SLOW_MARKER)]
+        dropped = [i for i in items if i not in keep]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = keep
 
 
 def _missing_prerequisite() -> str | None:
