@@ -3,10 +3,10 @@ and the rule that splits the self-tests over xdist workers.
 
 Loaded only for selftests/; the performance suite never sees these.
 
-``scripts/selftest`` runs with ``-n 2 --dist loadgroup``. Every test that uses
+``scripts/selftest`` runs with ``-n 2``. Every test that uses
 the machine as a whole (a lab's servers, network namespaces, qdiscs and nft
 tables, processes found by scanning ``/proc``, timing that a second busy
-worker would distort) is put in ONE xdist group, ``machine``, so those tests
+worker would distort) is put in ONE scheduling scope, ``machine`` (``MachineGroupScheduling``), so those tests
 run one after another on one worker, as they did serially; the unit and
 pytester tests share the other worker. The rule is by marker (``lab``,
 ``netns``) plus the modules listed in ``MACHINE_MODULES``, so a new test with
@@ -15,17 +15,20 @@ the ``lab`` marker lands in the group without anyone remembering.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from xdist.scheduler import LoadScopeScheduling
 
 from selftests.labutil import pid_alive
 from wanbench.executors.ssh import SSHExecutor
 from wanbench.netns import NetnsNetwork
-
 
 #: markers whose tests use the machine as a whole
 MACHINE_MARKERS = ("lab", "netns")
@@ -45,15 +48,63 @@ def is_machine_wide(item: pytest.Item) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if is_machine_wide(item):
-            item.add_marker(pytest.mark.xdist_group("machine"))
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput and workerinput.get(_GROUPS_INPUT):  # tell the controller's scheduler (MachineGroupScheduling)
+        out = Path(workerinput[_GROUPS_INPUT]) / f"machine-{workerinput.get('workerid', 'gw')}.json"
+        tmp = out.with_suffix(".tmp")
+        tmp.write_text(json.dumps([i.nodeid for i in items if is_machine_wide(i)]))
+        tmp.replace(out)
     if os.environ.get("WANBENCH_SELFTEST_QUICK") == "1":  # scripts/selftest --quick
         keep = [i for i in items if not is_machine_wide(i) and not i.get_closest_marker(SLOW_MARKER)]
         dropped = [i for i in items if i not in keep]
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = keep
+
+
+_GROUPS_INPUT = "wanbench_selftest_groups"
+
+
+class MachineGroupScheduling(LoadScopeScheduling):
+    """xdist's scope scheduling with every machine-wide test in one scope,
+    ``machine``, and every other test a scope of its own. (pytest-xdist's
+    ``--dist loadgroup`` renames node ids through ``Item._nodeid``, which
+    pytest 9 no longer has, so its groups are silently ignored.) The workers
+    write which tests are machine-wide as they collect; the scopes are read
+    once collection is complete."""
+
+    def __init__(self, config: pytest.Config, log: Any, groups_dir: str) -> None:
+        super().__init__(config, log)
+        self.groups_dir = groups_dir
+        self._machine: set[str] | None = None
+
+    def _split_scope(self, nodeid: str) -> str:
+        if self._machine is None:
+            self._machine = set()
+            for path in Path(self.groups_dir).glob("machine-*.json"):
+                self._machine.update(json.loads(path.read_text()))
+        return "machine" if nodeid in self._machine else nodeid
+
+
+_GROUPS_DIR = pytest.StashKey[str]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not hasattr(config, "workerinput") and config.getoption("numprocesses", None):
+        config.stash[_GROUPS_DIR] = tempfile.mkdtemp(prefix="wanbench-selftest-groups-")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _GROUPS_DIR in config.stash:
+        shutil.rmtree(config.stash[_GROUPS_DIR], ignore_errors=True)
+
+
+def pytest_configure_node(node: Any) -> None:
+    node.workerinput[_GROUPS_INPUT] = node.config.stash[_GROUPS_DIR]
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    return MachineGroupScheduling(config, log, config.stash[_GROUPS_DIR])
 
 
 def _missing_prerequisite() -> str | None:
@@ -126,3 +177,4 @@ def _not_an_xdist_worker(monkeypatch: pytest.MonkeyPatch) -> None:
     and every performance cell uses pytest-benchmark."""
     for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
         monkeypatch.delenv(name, raising=False)
+

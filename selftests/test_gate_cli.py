@@ -188,3 +188,39 @@ def test_pytest_and_compare_give_the_same_verdict_on_the_same_data(tmp_path: Pat
     assert in_pytest["rtt/replica_read/50ms/c=8/proxy/probe_read"] == "regression"  # a drop 60 points deeper
     assert in_pytest["rtt/primary/0ms/c=8/proxy/probe_read"] == "inconclusive"  # 40 % down, but client-bound
     assert len(set(in_pytest.values())) >= 2, in_pytest
+
+
+def tpcc_cell(*, failed: bool) -> CellResult:
+    """A TPC-C-like cell whose consistency checks passed, or one of which failed."""
+    rounds = tuple(Round.from_json(r) for r in BATCHES["same10-base"])
+    checks = [{"name": "3.3.2.1", "passed": True, "message": "W_YTD = sum(D_YTD)"},
+              {"name": "3.3.2.2", "passed": not failed, "message": "D_NEXT_O_ID - 1 = max(O_ID): 2 districts differ"}]
+    w = WorkloadResult("tpcc", 8, rounds, rounds[0].latency_ms, extra={"checks": checks})
+    return CellResult("t[tpcc-0ms]", "tpcc", "tpcc", {"kind": "none", "value": 0, "label": "0ms"}, 8, w, path="proxy")
+
+
+def test_integrity_failure_exits_1_in_compare_and_fails_in_pytest_alike(tmp_path: Path, budgets: Path) -> None:
+    """Integrity is judged from the recorded data by the one gate: ``compare``
+    exits 1 on it whatever the budgets say, with the message pytest fails the
+    cell with (same Judge, same verdict)."""
+    from wanbench.gate.baseline import RunCell
+    from wanbench.gate.budgets import load_budgets
+    from wanbench.gate.verdict import BROKEN, Judge
+
+    base = doc(tmp_path / "base.json", [tpcc_cell(failed=False)])
+    good = doc(tmp_path / "good.json", [tpcc_cell(failed=False)])
+    bad = doc(tmp_path / "bad.json", [tpcc_cell(failed=True)])
+    assert compare(base, good, "--budgets", budgets).returncode == 0
+    res = compare(base, bad, "--budgets", budgets, "--json", tmp_path / "v.json")
+    assert res.returncode == 1, res.stdout + res.stderr
+    verdict = json.loads((tmp_path / "v.json").read_text())[0]
+    assert verdict["status"] == BROKEN
+    assert verdict["reasons"][0] == "INTEGRITY_TPCC_CONSISTENCY"
+    assert "TPC-C consistency violated after the run (1 check(s))" in res.stdout
+    # pytest's side: Gate.check asks the same Judge with the cell's own problems
+    c = RunCell.of(tpcc_cell(failed=True))
+    judge = Judge(load_budgets(budgets, profile="lab"), BaselineStore(tmp_path / "store").lookup(
+        Fingerprint("lab", {}, {}, {})))
+    v, _ = judge.verdict(c.key, c.samples, cells=1, problems=c.problems)
+    assert v.status == BROKEN and v.failing
+    assert v.message.split(": ", 1)[1] in res.stdout

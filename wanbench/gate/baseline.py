@@ -24,6 +24,7 @@ from typing import Any
 
 from wanbench.errors import ConfigError
 from wanbench.gate.budgets import CellKey
+from wanbench.gate.integrity import Problem, problems_of
 from wanbench.results import CellResult, write_json_atomic
 
 STORE_SCHEMA = 2
@@ -129,14 +130,14 @@ class RunCell:
     samples: Samples
     level0: bool
     client: Mapping[str, Any] = field(default_factory=dict)
+    #: integrity failures recorded in the cell (``wanbench.gate.integrity``)
+    problems: tuple[Problem, ...] = ()
 
     @classmethod
     def of(cls, cell: CellResult | Mapping[str, Any]) -> RunCell:
-        if isinstance(cell, CellResult):
-            client: Mapping[str, Any] = dict(cell.workload.client or {})
-        else:
-            client = dict(cell.get("client") or {})
-        return cls(cell_key(cell), samples_of(cell), is_level0(cell), client)
+        data = cell.to_json() if isinstance(cell, CellResult) else cell
+        client = dict(data.get("client") or {})
+        return cls(cell_key(cell), samples_of(cell), is_level0(cell), client, problems_of(data))
 
 
 def run_entry_cells(cells: Sequence[RunCell]) -> dict[str, dict[str, Any]]:

@@ -5,7 +5,8 @@ The baselines together are the accepted runs (one results document is one
 run; a store file brings all of its runs): the run is the unit the gate
 replicates, so judge against several. The rules are the ones pytest applies
 (``wanbench.gate.verdict.Judge``). The verdict table goes to stdout; the exit
-status is 1 when a cell regressed, 0 otherwise (2 for unusable input), so a
+status is 1 when a cell regressed or is broken (lost writes, a violated
+consistency check), 0 otherwise (2 for unusable input), so a
 pipeline can gate on stored results.
 """
 
@@ -33,7 +34,7 @@ from wanbench.gate.baseline import (
     run_entry_cells,
 )
 from wanbench.gate.budgets import Budgets, CellKey, default_budgets_path, load_budgets
-from wanbench.gate.verdict import REGRESSION, Judge, Pending, Verdict, correct, decide
+from wanbench.gate.verdict import FAILING, Judge, Pending, Verdict, correct, decide
 from wanbench.report.tables import text_table
 
 
@@ -139,13 +140,13 @@ def compare(base: Side, cur: Side, budgets: Budgets, *, release: str = "") -> li
         judge.remember(c.key, c.samples, is_level0=c.level0)
     n = max(1, len(cur.cells))
     if budgets.policy.correction == "bonferroni":
-        return [judge.verdict(c.key, c.samples, cells=n, client=c.client)[0] for c in cur.cells]
+        return [judge.verdict(c.key, c.samples, cells=n, client=c.client, problems=c.problems)[0] for c in cur.cells]
     alpha = budgets.policy.alpha
     pending: list[Pending] = [judge.pending(c.key, c.samples, alpha_cell=alpha / n, client=c.client)
                               for c in cur.cells]
     correct(pending, budgets.policy.correction)
     m = sum(1 for p in pending for o in p.outcomes if o.statistical)
-    return [decide(p, alpha=alpha, comparisons=m) for p in pending]
+    return [decide(p, alpha=alpha, comparisons=m, problems=c.problems) for p, c in zip(pending, cur.cells, strict=True)]
 
 
 def _headline(v: Verdict) -> str:
@@ -179,13 +180,13 @@ def run(args: argparse.Namespace) -> int:
     print_table(verdicts, sys.stdout)
     if args.json:
         Path(args.json).write_text(json.dumps([v.to_json() for v in verdicts], indent=2) + "\n")
-    return 1 if any(v.status == REGRESSION for v in verdicts) else 0
+    return 1 if any(v.status in FAILING for v in verdicts) else 0
 
 
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "compare",
-        help="judge a run against a baseline and exit 1 on a regression",
+        help="judge a run against a baseline and exit 1 on a regression or an integrity failure",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -33,6 +33,7 @@ from typing import Any
 from wanbench.gate import stats
 from wanbench.gate.baseline import BaselineCell, Lookup, Samples, drops_of, summary_of
 from wanbench.gate.budgets import Budgets, CellKey, Check, format_value
+from wanbench.gate.integrity import Problem
 from wanbench.results import finite_or_none
 
 PASS = "pass"
@@ -41,8 +42,34 @@ IMPROVEMENT = "improvement"
 INCONCLUSIVE = "inconclusive"
 NO_BASELINE = "no-baseline"
 INCOMPARABLE = "incomparable"
+#: data a fault must never cost was lost (``wanbench.gate.integrity``): fails whatever the budgets say
+BROKEN = "broken"
 #: the cell's status is the first of these that any of its checks has
-PRIORITY = (REGRESSION, INCOMPARABLE, NO_BASELINE, INCONCLUSIVE, IMPROVEMENT, PASS)
+PRIORITY = (BROKEN, REGRESSION, INCOMPARABLE, NO_BASELINE, INCONCLUSIVE, IMPROVEMENT, PASS)
+#: statuses that fail a cell (pytest), the exit status of ``compare`` and the Allure test
+FAILING = frozenset({BROKEN, REGRESSION})
+
+# Reason codes: why a check or a cell ended as it did. Decisions test these,
+# never the text of a message (the message is rendered from the same data).
+R_WITHIN = "WITHIN_BUDGET"
+R_BEYOND = "BEYOND_BUDGET"
+R_BETTER = "BETTER_BEYOND_BUDGET"
+R_ABSOLUTE_EXCEEDED = "ABSOLUTE_LIMIT_EXCEEDED"
+R_ABSOLUTE_WITHIN = "ABSOLUTE_LIMIT_MET"
+R_ZERO_REFERENCE = "ZERO_REFERENCE"
+R_RUNS_MISSING = "TOO_FEW_BASELINE_RUNS"
+R_RUNS_NOISY = "RUNS_TOO_NOISY"
+R_ROUNDS_TOO_FEW = "TOO_FEW_ROUNDS"
+R_ROUNDS_NOISY = "ROUNDS_TOO_NOISY"
+R_DRIFT_RUNS_MISSING = "LEVEL0_DRIFT_RUNS_MISSING"
+R_DRIFT_SPREAD = "LEVEL0_DRIFT_WITHIN_SPREAD"
+R_CLIENT_SATURATED = "CLIENT_SATURATED"
+R_NO_ROUNDS = "NO_ROUNDS"
+R_INCOMPARABLE = "INCOMPARABLE_ENVIRONMENT"
+R_NO_BASELINE = "NO_BASELINE"
+R_NO_CHECKS = "NO_CHECKS"
+#: undecided for a reason one more run of the cell could remove (``is_undecided``)
+REPEATABLE = frozenset({R_RUNS_NOISY})
 
 _NAMES = {
     "qps": "QPS",
@@ -136,6 +163,8 @@ class Outcome:
     drift_p: float = 1.0
     status: str = ""
     message: str = ""
+    #: the reason code behind ``status`` (``R_*``)
+    reason: str = ""
 
     @property
     def statistical(self) -> bool:
@@ -169,12 +198,17 @@ class Outcome:
             **({"drift": {"runs": self.drift_runs, "runs_missing": self.drift_runs_missing,
                           "sd_points": num(self.drift_sd * 100), "p": num(self.drift_p)}}
                if self.check.kind == "level0" else {}),
+            "reason": self.reason,
             "message": self.message,
         }
 
 
 @dataclass(frozen=True)
 class Verdict:
+    """A cell's decision as data: ``status``, the ``reasons`` (codes) behind
+    it, each check with its numbers (``outcomes``) and the integrity
+    ``problems``; ``message`` is rendered from them."""
+
     key: CellKey
     status: str
     message: str
@@ -183,16 +217,24 @@ class Verdict:
     baseline: Mapping[str, Any] = field(default_factory=dict)
     alpha: float = 0.05
     comparisons: int = 1
+    reasons: tuple[str, ...] = ()
+    problems: tuple[Problem, ...] = ()
 
     @property
     def label(self) -> str:
         return self.status
 
+    @property
+    def failing(self) -> bool:
+        return self.status in FAILING
+
     def to_json(self) -> dict[str, Any]:
         return {
             "status": self.status,
+            "reasons": list(self.reasons),
             "message": self.message,
             "cell": self.key.id,
+            "integrity": [p.to_json() for p in self.problems],
             "checks": [o.to_json() for o in self.outcomes],
             "notes": list(self.notes),
             "baseline": dict(self.baseline),
@@ -619,44 +661,56 @@ def _head(o: Outcome) -> str:
     return f"{name} {cur} is {_fmt_change(o)} {_direction(o)} {o.ref_what} {ref}"
 
 
-def _undecided_why(o: Outcome) -> str:
-    """Why a check could not decide, and what would let it."""
+def _undecided_why(o: Outcome) -> tuple[str, str]:
+    """Why a check could not decide (its reason code), and what would let it."""
     if o.runs_missing:
         have = o.n_reference
-        return (
+        return R_RUNS_MISSING, (
             f"but the baseline holds {have} accepted run{'s' if have != 1 else ''} of this cell and the gate needs "
             f"{have + o.runs_missing} to know how much separate runs differ: record {o.runs_missing} more "
             f"(--baseline-save, one invocation each, or --baseline-runs {o.runs_missing})"
         )
     if o.unit == "run":
-        return (
+        return R_RUNS_NOISY, (
             f"too noisy to judge a {o.check.describe_limit()} budget: separate runs of this cell differ so much that "
             f"the smallest {'rise' if o.check.kind == 'drop' or not o.check.higher_is_better else 'drop'} it could "
             f"detect is {_fmt_change(o, o.detectable)}: record more baseline runs, or let the gate repeat the run "
             "(--gate-max-runs)"
         )
     if math.isinf(o.detectable) and (o.n_current < 2 or o.n_reference < 2):
-        return (
+        return R_ROUNDS_TOO_FEW, (
             f"with {o.n_current} vs {o.n_reference} rounds no difference can reach p <= {o.alpha_each:.2g} "
             "(a test needs at least 2 rounds on each side): add rounds (--rounds)"
         )
     if math.isinf(o.detectable):
-        return (
+        return R_ROUNDS_TOO_FEW, (
             f"with {o.n_current} vs {o.n_reference} rounds no difference can reach p <= {o.alpha_each:.2g} "
             f"(the smallest possible p is {o.min_p:.2g}; alpha is shared by all comparisons of the session): "
             "add rounds (--rounds)"
         )
-    return (
+    return R_ROUNDS_NOISY, (
         f"too noisy to judge a {o.check.describe_limit()} budget: the smallest "
         f"{'drop' if o.check.higher_is_better else 'rise'} this cell could detect is "
         f"{_fmt_change(o, o.detectable)}"
     )
 
 
-def _drift_why(o: Outcome, alpha: float) -> str:
-    """Why a ``level0`` drop beyond the budget, significant over the run's
-    rounds, is still not a regression ("" when it is one)."""
+def _drift_reason(o: Outcome, alpha: float) -> str | None:
+    """A ``level0`` drop beyond the budget, significant over the run's rounds,
+    is still not a regression when the accepted runs cannot show that the
+    machine's drift between the level's block and level 0's does not explain
+    it: the reason code, or None when it is a regression."""
+    if o.check.kind != "level0":
+        return None
     if o.drift_runs_missing:
+        return R_DRIFT_RUNS_MISSING
+    # the session's correction, as applied to the rounds' p-value, applies to this one too
+    factor = o.p_worse_adj / o.p_worse if o.p_worse > 0 else 1.0
+    return R_DRIFT_SPREAD if min(1.0, o.drift_p * factor) > alpha else None
+
+
+def _drift_text(o: Outcome, reason: str) -> str:
+    if reason == R_DRIFT_RUNS_MISSING:
         have = o.drift_runs
         return (
             f"beyond the {o.check.describe_limit()} degradation budget over this run's rounds, but a level and its "
@@ -665,18 +719,15 @@ def _drift_why(o: Outcome, alpha: float) -> str:
             f"{have + o.drift_runs_missing} to know by how much: record {o.drift_runs_missing} more "
             f"(--baseline-save, one invocation each, or --baseline-runs {o.drift_runs_missing})"
         )
-    # the session's correction, as applied to the rounds' p-value, applies to this one too
-    factor = o.p_worse_adj / o.p_worse if o.p_worse > 0 else 1.0
-    if min(1.0, o.drift_p * factor) > alpha:
-        return (
-            f"beyond the {o.check.describe_limit()} degradation budget over this run's rounds, but the drops of "
-            f"the {o.drift_runs} accepted runs of this cell spread by {o.drift_sd * 100:.1f} points, so this one is "
-            f"not clearly beyond it (p={o.drift_p:.2g} across runs)"
-        )
-    return ""
+    return (
+        f"beyond the {o.check.describe_limit()} degradation budget over this run's rounds, but the drops of "
+        f"the {o.drift_runs} accepted runs of this cell spread by {o.drift_sd * 100:.1f} points, so this one is "
+        f"not clearly beyond it (p={o.drift_p:.2g} across runs)"
+    )
 
 
 def _judge(o: Outcome, alpha: float) -> Outcome:
+    """A check's status and reason code, decided from its numbers; its message rendered from them."""
     name = metric_name(o.check.metric)
     if o.check.kind == "absolute":
         cur = _fmt(o.check.metric, o.current)
@@ -684,71 +735,107 @@ def _judge(o: Outcome, alpha: float) -> Outcome:
         if o.worse > 0:
             bound = "below the minimum" if o.check.higher_is_better else "above the limit"
             msg = f"{name} {cur} is {bound} {ref} (absolute budget, median of {o.n_current} rounds)"
-            return replace(o, status=REGRESSION, message=msg)
-        return replace(o, status=PASS, message=f"{name} {cur} within the absolute limit {o.check.describe_limit()}")
+            return replace(o, status=REGRESSION, reason=R_ABSOLUTE_EXCEEDED, message=msg)
+        return replace(o, status=PASS, reason=R_ABSOLUTE_WITHIN,
+                       message=f"{name} {cur} within the absolute limit {o.check.describe_limit()}")
     if math.isnan(o.worse):
-        return replace(o, status=INCONCLUSIVE, message=f"{name}: the {o.ref_what} median is 0, no relative change")
+        return replace(o, status=INCONCLUSIVE, reason=R_ZERO_REFERENCE,
+                       message=f"{name}: the {o.ref_what} median is 0, no relative change")
     head = _head(o)
     limit = o.check.limit
-    if o.check.kind == "level0" and o.statistical and o.worse > limit and o.p_worse_adj <= alpha:
-        drift = _drift_why(o, alpha)
+    beyond = o.statistical and o.worse > limit and o.p_worse_adj <= alpha  # the regression condition, once
+    if beyond:
+        drift = _drift_reason(o, alpha)
         if drift:
-            return replace(o, status=INCONCLUSIVE, message=f"{head}, {drift} ({_context(o)})")
-    if o.statistical and o.worse > limit and o.p_worse_adj <= alpha:
-        return replace(o, status=REGRESSION, message=f"{head} ({_context(o)})")
+            return replace(o, status=INCONCLUSIVE, reason=drift, message=f"{head}, {_drift_text(o, drift)} "
+                                                                           f"({_context(o)})")
+        return replace(o, status=REGRESSION, reason=R_BEYOND, message=f"{head} ({_context(o)})")
     if o.statistical and -o.worse > limit and o.p_better_adj <= alpha:
-        return replace(o, status=IMPROVEMENT, message=f"{head}: improvement ({_context(o)})")
+        return replace(o, status=IMPROVEMENT, reason=R_BETTER, message=f"{head}: improvement ({_context(o)})")
     if not o.statistical or o.detectable > limit or o.worse > limit:
-        return replace(o, status=INCONCLUSIVE, message=f"{head}, {_undecided_why(o)} ({_context(o)})")
+        reason, why = _undecided_why(o)
+        return replace(o, status=INCONCLUSIVE, reason=reason, message=f"{head}, {why} ({_context(o)})")
     return replace(
         o,
         status=PASS,
+        reason=R_WITHIN,
         message=f"{head} (within {_context(o, with_p=False)}; could detect {_fmt_change(o, o.detectable)})",
     )
 
 
-def decide(cell: Pending, *, alpha: float, comparisons: int = 1) -> Verdict:
-    outcomes = tuple(_judge(o, alpha) for o in cell.outcomes)
+def _status_and_reasons(cell: Pending, outcomes: Sequence[Outcome],
+                        problems: Sequence[Problem]) -> tuple[str, list[str]]:
+    """The one place a cell's status is decided, from its checks' statuses and the cell's facts."""
     statuses = {o.status for o in outcomes}
+    reasons = [p.code for p in problems]
+    if problems:
+        statuses.add(BROKEN)
     if cell.incomparable:
         statuses.add(INCOMPARABLE)
+        reasons.append(R_INCOMPARABLE)
     if cell.missing_baseline:
         statuses.add(NO_BASELINE)
+        reasons.append(R_NO_BASELINE)
     if cell.no_rounds:
         statuses.add(INCONCLUSIVE)
+        reasons.append(R_NO_ROUNDS)
     status = next((s for s in PRIORITY if s in statuses), PASS)
-    label = cell.key.label
-    saturated_regression = status == REGRESSION and bool(cell.saturated)
-    if saturated_regression:
+    if status == REGRESSION and cell.saturated:
         status = INCONCLUSIVE  # the load generator, not the database, was the bottleneck
-    if cell.no_rounds and status == INCONCLUSIVE:
-        msg = f"{label}: no rounds were measured, nothing to judge"
-    elif status == INCOMPARABLE and REGRESSION not in statuses:
-        msg = f"{label}: incomparable with the stored baseline: " + "; ".join(cell.incomparable)
-        if cell.notes:
-            msg += " (" + "; ".join(cell.notes) + ")"
-    elif status == NO_BASELINE:
-        msg = f"{label}: no baseline for this cell" + (f" ({'; '.join(cell.notes)})" if cell.notes else "")
-        msg += "; record one with --baseline-save"
-    elif saturated_regression:
+        reasons.append(R_CLIENT_SATURATED)
+    if not outcomes and not reasons:
+        reasons.append(R_NO_CHECKS)
+    for o in outcomes:
+        if o.reason and o.reason not in reasons and (o.status == status or R_CLIENT_SATURATED in reasons):
+            reasons.append(o.reason)
+    return status, reasons
+
+
+def _render(cell: Pending, status: str, reasons: Sequence[str], outcomes: Sequence[Outcome],
+            problems: Sequence[Problem]) -> str:
+    """The verdict's sentence, rendered from the decision (never read back)."""
+    label = cell.key.label
+    notes = f" ({'; '.join(cell.notes)})" if cell.notes else ""
+    if status == BROKEN:
+        return f"{label}: " + "; ".join(p.message for p in problems)
+    if R_NO_ROUNDS in reasons and status == INCONCLUSIVE:
+        return f"{label}: no rounds were measured, nothing to judge"
+    if status == INCOMPARABLE:
+        return f"{label}: incomparable with the stored baseline: " + "; ".join(cell.incomparable) + notes
+    if status == NO_BASELINE:
+        return f"{label}: no baseline for this cell{notes}; record one with --baseline-save"
+    if R_CLIENT_SATURATED in reasons:
         picked = [o.message for o in outcomes if o.status == REGRESSION]
-        msg = (f"{label}: " + "; ".join(picked) + f" -- but the client was saturated ({cell.saturated}): "
-               "not a database regression")
-    else:
-        picked = [o.message for o in outcomes if o.status == status]
-        if not picked:
-            picked = ["no checks apply" + (f" ({'; '.join(cell.notes)})" if cell.notes else "")]
-        msg = f"{label}: " + "; ".join(picked)
+        return (f"{label}: " + "; ".join(picked) + f" -- but the client was saturated ({cell.saturated}): "
+                "not a database regression")
+    picked = [o.message for o in outcomes if o.status == status] or [f"no checks apply{notes}"]
+    return f"{label}: " + "; ".join(picked)
+
+
+def decide(cell: Pending, *, alpha: float, comparisons: int = 1, problems: Sequence[Problem] = ()) -> Verdict:
+    outcomes = tuple(_judge(o, alpha) for o in cell.outcomes)
+    status, reasons = _status_and_reasons(cell, outcomes, problems)
     return Verdict(
         cell.key,
         status,
-        msg,
+        _render(cell, status, reasons, outcomes, problems),
         outcomes,
         tuple(cell.notes),
         cell.baseline,
         alpha,
         comparisons,
+        tuple(reasons),
+        tuple(problems),
     )
+
+
+def is_undecided(v: Verdict) -> bool:
+    """Inconclusive, and one more run could decide it: a run-level check that
+    is statistical but not yet sure. Missing baseline runs, too few rounds or
+    a saturated client are not fixed by repeating."""
+    if v.status != INCONCLUSIVE or R_CLIENT_SATURATED in v.reasons:
+        return False
+    return any(o.status == INCONCLUSIVE and o.reason in REPEATABLE for o in v.outcomes)
 
 
 # ---------------------------------------------------------------- one run
@@ -808,7 +895,8 @@ class Judge:
         return pending
 
     def verdict(self, key: CellKey, samples: Samples, *, cells: int, looks: int = 1,
-                client: Mapping[str, Any] | None = None) -> tuple[Verdict, Pending]:
+                client: Mapping[str, Any] | None = None,
+                problems: Sequence[Problem] = ()) -> tuple[Verdict, Pending]:
         """One cell's verdict as the session decides it: the session's alpha
         split over ``cells`` gated cells and ``looks`` runs of a chain
         (Bonferroni), each cell's share over its own checks. pytest calls this
@@ -818,4 +906,4 @@ class Judge:
         alpha = self.budgets.policy.alpha
         pending = self.pending(key, samples, alpha_cell=alpha / m, client=client)
         correct_online(pending, m)
-        return decide(pending, alpha=alpha, comparisons=m), pending
+        return decide(pending, alpha=alpha, comparisons=m, problems=problems), pending
