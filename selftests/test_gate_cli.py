@@ -222,5 +222,6 @@ def test_integrity_failure_exits_1_in_compare_and_fails_in_pytest_alike(tmp_path
     judge = Judge(load_budgets(budgets, profile="lab"), BaselineStore(tmp_path / "store").lookup(
         Fingerprint("lab", {}, {}, {})))
     v, _ = judge.verdict(c.key, c.samples, cells=1, problems=c.problems)
-    assert v.status == BROKEN and v.failing
+    assert v.status == BROKEN
+    assert v.failing
     assert v.message.split(": ", 1)[1] in res.stdout

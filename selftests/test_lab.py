@@ -19,7 +19,7 @@ from wanbench import scratch
 from wanbench.errors import InfrastructureError, MissingToolError
 from wanbench.faults.base import Fault, FaultKind, Level
 from wanbench.faults.toxiproxy import ToxiproxyClient, ToxiproxyMechanism
-from wanbench.procs import ProcessHandle
+from wanbench.procs import ProcessHandle, proc_start_time
 from wanbench.profiles.lab.servers import Lab, find_binary
 from wanbench.wait import wait_for
 
@@ -206,3 +206,31 @@ def test_write_latency_follows_rtt_while_reads_do_not(tmp_path: Path) -> None:
     assert r0["fault"]["mechanism"] == "none"
     assert "wanbench rtt: QPS per level and drop against level 0" in res.stdout
     assert not (tmp_path / "lab").exists(), "the session must stop the lab it started"
+
+
+def test_an_orphaned_lab_is_stopped_under_its_lock_and_nothing_else_is(tmp_path: Path) -> None:
+    """``Lab.down_if_orphaned`` (what a run over several labs calls for a dead
+    worker's lab): a lab started by hand is left, a lab whose session owner is
+    alive is left, a lab whose session owner is dead is stopped."""
+    run_dir, base = tmp_path / "lab", 23510
+    up = cli("lab", "up", "--dir", str(run_dir), "--port-base", str(base))
+    assert up.returncode == 0, up.stderr
+    lab = Lab(run_dir, base)
+    try:
+        servers = recorded_pids(run_dir)
+        assert lab.down_if_orphaned() is None  # started by hand
+        lab._write_state(owner={"kind": "session", "pid": os.getpid(),
+                                "start_time": proc_start_time(os.getpid())})
+        assert lab.down_if_orphaned() is None  # its session is alive (this process)
+        assert all(pid_alive(p) for p in servers)
+        dead = subprocess.Popen(["true"])  # noqa: S607 - a PID that is surely gone afterwards
+        dead.wait(timeout=10)
+        lab._write_state(owner={"kind": "session", "pid": dead.pid, "start_time": 1})
+        stopped = lab.down_if_orphaned()
+        assert stopped is not None
+        owner, done = stopped
+        assert owner["pid"] == dead.pid
+        assert any("primary" in line for line in done), done
+        assert not any(pid_alive(p) for p in servers)
+    finally:
+        cli("lab", "down", "--dir", str(run_dir), "--port-base", str(base))

@@ -9,6 +9,7 @@ import ast
 import inspect
 import textwrap
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -41,3 +42,12 @@ def test_every_profile_implements_every_member(impl: type) -> None:
         assert not raises, f"{impl.__name__}.{name} is a stub"
     assert isinstance(vars(impl).get("profile"), str)
 
+
+
+def test_the_shape_depends_on_no_profile() -> None:
+    """``profiles/base.py`` is below every profile: it imports none of them,
+    lazily or not (Credentials, DryRun and the database name live in it)."""
+    src = (Path(__file__).resolve().parent.parent / "wanbench" / "profiles" / "base.py").read_text()
+    imported = [n.module or "" for n in ast.walk(ast.parse(src)) if isinstance(n, ast.ImportFrom)]
+    imported += [a.name for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Import) for a in n.names]
+    assert not [m for m in imported if m.startswith("wanbench.profiles.")], imported

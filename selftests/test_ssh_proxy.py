@@ -240,7 +240,8 @@ def test_jump_host_ports_are_in_every_ssh_bypass(tmp_path: Path) -> None:
 
 def test_dry_run_shows_the_jump_hosts_port_in_the_bypass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The dry run prints the tc commands apply would run, jump-host bypass included (nothing connects)."""
-    from wanbench.profiles.tidb.cluster import DryRun, TidbCluster
+    from wanbench.profiles.base import DryRun
+    from wanbench.profiles.tidb.cluster import TidbCluster
 
     monkeypatch.setenv("HOME", str(tmp_path))
     (tmp_path / ".ssh").mkdir()

@@ -27,7 +27,8 @@ from wanbench.errors import ConfigError, InfrastructureError
 from wanbench.executors.base import Executor
 from wanbench.faults.base import Level
 from wanbench.netns import NetnsNetwork
-from wanbench.profiles.tidb.cluster import DryRun, TidbCluster
+from wanbench.profiles.base import DryRun
+from wanbench.profiles.tidb.cluster import TidbCluster
 from wanbench.profiles.tidb.facts import SQLTarget, collect_facts
 from wanbench.profiles.tidb.plan import (
     FilterKey,

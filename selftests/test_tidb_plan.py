@@ -210,7 +210,8 @@ def test_tc_mechanisms_group_filters_by_interface(topo, catalog) -> None:
 
 
 def test_tidb_cluster_dry_run_contacts_nobody(topo, catalog) -> None:
-    from wanbench.profiles.tidb.cluster import DryRun, TidbCluster
+    from wanbench.profiles.base import DryRun
+    from wanbench.profiles.tidb.cluster import TidbCluster
 
     cluster = TidbCluster(topo, tag="dry", dry_run=True)
     assert cluster.sweep() == []

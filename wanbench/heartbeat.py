@@ -480,7 +480,7 @@ class LabRowSource:
     wait_s: float = 30.0
 
     def rows(self, table: str, run_id: str) -> set[tuple[int, int]]:
-        from wanbench.profiles.lab.servers import DATABASE
+        from wanbench.profiles.base import DATABASE
 
         with self.lab.admin(self.server) as conn:
             cur = conn.cursor()

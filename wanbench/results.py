@@ -184,6 +184,8 @@ class CellResult:
     extra: dict[str, Any] = field(default_factory=dict)
     #: the cluster that measured the cell, in a run over several (docs/scale-out.md); None in a one-cluster run
     cluster: Mapping[str, Any] | None = None
+    #: the WAN cost census (``wanbench.census``): round trips, bytes and work per operation
+    census: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CellResult:
@@ -202,6 +204,7 @@ class CellResult:
             finished=str(data.get("finished") or ""),
             extra=dict(data.get("extra") or {}),
             cluster=dict(data["cluster"]) if data.get("cluster") else None,
+            census=dict(data.get("census") or {}),
         )
 
     def metrics(self) -> dict[str, float]:
@@ -254,6 +257,7 @@ class CellResult:
             "finished": self.finished,
             "extra": self.extra,
             **({"cluster": dict(self.cluster)} if self.cluster else {}),
+            **({"census": self.census} if self.census else {}),
         })
 
 

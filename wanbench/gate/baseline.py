@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from wanbench.census import values_of
 from wanbench.errors import ConfigError
 from wanbench.gate.budgets import CellKey
 from wanbench.gate.integrity import Problem, problems_of
@@ -132,12 +133,15 @@ class RunCell:
     client: Mapping[str, Any] = field(default_factory=dict)
     #: integrity failures recorded in the cell (``wanbench.gate.integrity``)
     problems: tuple[Problem, ...] = ()
+    #: the cell's WAN cost census values (``wanbench.census.values_of``)
+    census: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
     def of(cls, cell: CellResult | Mapping[str, Any]) -> RunCell:
         data = cell.to_json() if isinstance(cell, CellResult) else cell
         client = dict(data.get("client") or {})
-        return cls(cell_key(cell), samples_of(cell), is_level0(cell), client, problems_of(data))
+        return cls(cell_key(cell), samples_of(cell), is_level0(cell), client, problems_of(data),
+                   values_of(data.get("census")))
 
 
 def run_entry_cells(cells: Sequence[RunCell]) -> dict[str, dict[str, Any]]:
@@ -150,6 +154,8 @@ def run_entry_cells(cells: Sequence[RunCell]) -> dict[str, dict[str, Any]]:
             continue
         summary = summary_of(c.samples)
         entry: dict[str, Any] = {"samples": c.samples, "summary": summary}
+        if c.census:
+            entry["census"] = dict(c.census)
         ref = None if c.level0 else level0.get(c.key.level0_group)
         if ref and (drop := drops_of(summary, ref)):
             entry["drop"] = drop
@@ -245,6 +251,8 @@ class BaselineCell:
     run_medians: Mapping[str, list[float]] = field(default_factory=dict)
     #: per metric, each accepted run's drop against its own level 0
     run_drops: Mapping[str, list[float]] = field(default_factory=dict)
+    #: per census metric, each accepted run's value (``wanbench.census``)
+    run_census: Mapping[str, list[float]] = field(default_factory=dict)
 
     def describe(self) -> str:
         """``baseline 2026-11-20 mariadb 10.11.19`` for verdict messages."""
@@ -270,6 +278,7 @@ class BaselineFile:
         pooled: Samples = {}
         medians: dict[str, list[float]] = {}
         drops: dict[str, list[float]] = {}
+        census: dict[str, list[float]] = {}
         for run in holding:
             entry = run["cells"][key.id]
             samples = {m: [float(v) for v in vals] for m, vals in entry.get("samples", {}).items()}
@@ -280,10 +289,12 @@ class BaselineFile:
                 medians.setdefault(metric, []).append(float(value))
             for metric, value in (entry.get("drop") or {}).items():
                 drops.setdefault(metric, []).append(float(value))
+            for metric, value in (entry.get("census") or {}).items():
+                census.setdefault(metric, []).append(float(value))
         newest = holding[-1]
         return BaselineCell(
             key, pooled, len(holding), str(newest.get("accepted_at", "")),
-            dict(newest.get("versions", {})), str(newest.get("release", "")), medians, drops,
+            dict(newest.get("versions", {})), str(newest.get("release", "")), medians, drops, census,
         )
 
     def versions(self) -> Mapping[str, Any]:

@@ -75,7 +75,11 @@ WORKLOAD_FAMILIES = ("sysbench", "tpcc", "ycsb")
 OUTAGE_FAMILIES = ("availability",)
 OUTAGE_LEVELS = ("partition", "pause", "restart")
 FAMILIES = FAULT_FAMILIES + WORKLOAD_FAMILIES + OUTAGE_FAMILIES
-CHECK_KINDS = ("baseline", "drop", "level0", "absolute")
+CHECK_KINDS = ("baseline", "drop", "level0", "absolute", "census")
+#: census metrics (``wanbench.census``), by first name part: a census rule's keys are
+#: glob patterns over these (``round_trips``, ``bytes_per_op.*``, ``work.*.statements``)
+CENSUS_PREFIXES = ("round_trips", "bytes_per_op", "work")
+_PLUS = re.compile(r"^\s*\+?\s*(\d+(?:\.\d+)?)\s*(%?)\s*$")
 #: checks judged with one summary per run against the accepted runs' spread
 RUN_KINDS = ("baseline", "drop")
 _SELECTORS = ("family", "scenario", "level", "concurrency", "path", "workload")
@@ -131,17 +135,21 @@ class CellKey:
 class Check:
     """One resolved limit on one metric of one cell."""
 
-    kind: str  # baseline | drop | level0 | absolute
+    kind: str  # baseline | drop | level0 | absolute | census
     metric: str
     limit: float  # relative (0.05 = 5 %) for baseline/level0, points (0.05) for drop, a value for absolute
     line: int
     source: str
+    #: census checks: the limit is relative (0.10 = +10 %) rather than in the metric's own unit
+    relative: bool = False
 
     @property
     def higher_is_better(self) -> bool:
-        return METRICS[self.metric]
+        return False if self.kind == "census" else METRICS[self.metric]
 
     def describe_limit(self) -> str:
+        if self.kind == "census":
+            return f"+{self.limit * 100:g}%" if self.relative else f"+{self.limit:g}"
         if self.kind == "absolute":
             op = ">=" if self.higher_is_better else "<="
             return f"{op} {format_value(self.metric, self.limit)}"
@@ -160,7 +168,8 @@ class Rule:
     line: int
     name: str
     selectors: Mapping[str, tuple[str, ...]]
-    checks: tuple[tuple[str, str, float | None, int], ...]  # kind, metric, limit (None = off), line
+    #: kind, metric (a glob pattern for census), limit (None = off), line, relative (census)
+    checks: tuple[tuple[str, str, float | None, int, bool], ...]
 
     def matches(self, key: CellKey) -> bool:
         for sel, patterns in self.selectors.items():
@@ -197,8 +206,9 @@ class Budgets:
         for rule in self.rules:
             if not rule.matches(key):
                 continue
-            for kind, metric, limit, line in rule.checks:
-                chosen[(kind, metric)] = None if limit is None else Check(kind, metric, limit, line, self.source)
+            for kind, metric, limit, line, relative in rule.checks:
+                chosen[(kind, metric)] = (None if limit is None
+                                          else Check(kind, metric, limit, line, self.source, relative))
         out = [c for c in chosen.values() if c is not None]
         if key.is_level0:
             out = [c for c in out if c.kind not in ("level0", "drop")]
@@ -381,7 +391,7 @@ class _Validator:
         families = self.check_families(selectors, raw)
         self.check_scenarios(selectors, families, raw)
         self.check_levels(selectors, families, raw)
-        checks: list[tuple[str, str, float | None, int]] = []
+        checks: list[tuple[str, str, float | None, int, bool]] = []
         for kind in CHECK_KINDS:
             if kind not in raw:
                 continue
@@ -391,11 +401,14 @@ class _Validator:
                 raise self.fail(kline, f"{kind!r} must map metrics to limits, e.g. {kind}: {{qps: 5%}}")
             for metric, value in block.items():
                 mline = block.key_lines[metric]
+                if kind == "census":
+                    checks.append(("census", str(metric), *self.census_limit(str(metric), value, mline)))
+                    continue
                 if metric not in METRICS:
                     raise self.fail(mline, f"unknown metric {metric!r} (known: {', '.join(METRICS)})")
-                checks.append((kind, metric, self.limit(kind, metric, value, mline), mline))
+                checks.append((kind, metric, self.limit(kind, metric, value, mline), mline, False))
         if not checks:
-            raise self.fail(line, "rule has no checks: add 'baseline', 'drop', 'level0' or 'absolute'")
+            raise self.fail(line, "rule has no checks: add 'baseline', 'drop', 'level0', 'absolute' or 'census'")
         for kind in ("level0", "drop"):
             if not any(k == kind for k, *_ in checks):
                 continue
@@ -499,6 +512,20 @@ class _Validator:
                     raw.key_lines["level"], f"level {p!r} can never match: cells are labelled {level.label!r}"
                 )
 
+    def census_limit(self, pattern: str, value: Any, line: int) -> tuple[float | None, int, bool]:
+        """A census limit: how far the metric may grow over the accepted runs,
+        in its own unit (``0.25`` round trips) or relative (``10%``)."""
+        if pattern.split(".", 1)[0] not in CENSUS_PREFIXES:
+            raise self.fail(line, f"census metric {pattern!r} must start with one of {', '.join(CENSUS_PREFIXES)} "
+                                  "(e.g. round_trips, bytes_per_op.*, work.*.statements)")
+        if value is None or value is False or (isinstance(value, str) and value.strip().lower() == "off"):
+            return None, line, False
+        m = _PLUS.match(str(value))
+        if not m or isinstance(value, bool):
+            raise self.fail(line, f"{pattern}: census limit {value!r} must be an increase in the metric's own unit "
+                                  "such as 0.25 or +0.25, or a percentage such as 10%")
+        return (float(m.group(1)) / 100.0 if m.group(2) else float(m.group(1))), line, bool(m.group(2))
+
     def limit(self, kind: str, metric: str, value: Any, line: int) -> float | None:
         if value is None or value is False or (isinstance(value, str) and value.strip().lower() == "off"):
             return None
@@ -542,8 +569,8 @@ class _Validator:
 def rules_summary(budgets: Budgets) -> Iterable[str]:
     for rule in budgets.rules:
         sel = " ".join(f"{k}={'|'.join(v)}" for k, v in rule.selectors.items()) or "every cell"
-        for kind, metric, limit, _line in rule.checks:
-            shown = "off" if limit is None else f"{limit:g}"
+        for kind, metric, limit, _line, relative in rule.checks:
+            shown = "off" if limit is None else f"{limit * 100:g}%" if relative else f"{limit:g}"
             yield f"line {rule.line}: {sel}: {kind} {metric} {shown}"
 
 

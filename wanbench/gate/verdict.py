@@ -30,7 +30,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from wanbench.gate import stats
+from wanbench.census import UNITS
+from wanbench.gate import census_checks, stats
 from wanbench.gate.baseline import BaselineCell, Lookup, Samples, drops_of, summary_of
 from wanbench.gate.budgets import Budgets, CellKey, Check, format_value
 from wanbench.gate.integrity import Problem
@@ -68,6 +69,8 @@ R_NO_ROUNDS = "NO_ROUNDS"
 R_INCOMPARABLE = "INCOMPARABLE_ENVIRONMENT"
 R_NO_BASELINE = "NO_BASELINE"
 R_NO_CHECKS = "NO_CHECKS"
+R_CENSUS_BEYOND = "CENSUS_BEYOND_BUDGET"
+R_CENSUS_WITHIN = "CENSUS_WITHIN_BUDGET"
 #: undecided for a reason one more run of the cell could remove (``is_undecided``)
 REPEATABLE = frozenset({R_RUNS_NOISY})
 
@@ -168,7 +171,7 @@ class Outcome:
 
     @property
     def statistical(self) -> bool:
-        return self.check.kind != "absolute" and self.runs_missing == 0
+        return self.check.kind not in ("absolute", "census") and self.runs_missing == 0
 
     @property
     def unit(self) -> str:
@@ -489,12 +492,17 @@ def assess_cell(
     earlier_runs: Sequence[RunSummary] = (),
     min_runs: int = 3,
     min_run_spread: float = 0.0,
+    census: Mapping[str, float] | None = None,
 ) -> Pending:
     """Raw statistics of every check of one cell. ``alpha_cell`` is this
     cell's share of the session's alpha; it is split again over the
     statistical checks that really have samples on both sides.
     ``earlier_runs`` are this cell's runs from earlier invocations of the
-    same gate decision (``--gate-max-runs``)."""
+    same gate decision (``--gate-max-runs``). ``census``: the cell's census
+    values (``wanbench.census.values_of``), judged by its ``census`` checks
+    against the accepted runs' census in their own units."""
+    census_list = [c for c in checks if c.kind == "census"]
+    checks = [c for c in checks if c.kind != "census"]
     pending = Pending(key, [], incomparable=tuple(incomparable), no_rounds=not any(current.values()))
     summary = summary_of(current)
     pending.run = RunSummary(summary, drops_of(summary, summary_of(level0)) if level0 else {})
@@ -557,6 +565,13 @@ def assess_cell(
             outcome = with_drift(outcome, drops, min_runs=min_runs)
         if outcome is not None:
             pending.outcomes.append(outcome)
+    if census and census_list and baseline is not None and not incomparable:
+        changes, notes = census_checks.census_changes(census, baseline.run_census, census_list)
+        pending.notes.extend(notes)
+        for check, cur, ref, n in changes:
+            change = census_checks.change_of(check, cur, ref)
+            pending.outcomes.append(Outcome(check, cur, ref, n_current=1, n_reference=n, change=change,
+                                            worse=change, ref_what="accepted runs' median"))
     return pending
 
 
@@ -726,8 +741,22 @@ def _drift_text(o: Outcome, reason: str) -> str:
     )
 
 
+def _judge_census(o: Outcome) -> Outcome:
+    """One run decides: the census metric grew beyond its limit over the accepted runs' median, or not."""
+    unit = UNITS.get(o.check.metric.split(".", 1)[0], "")
+    change = f"{o.change * 100:+.1f}%" if o.check.relative else f"{o.change:+.3g}"
+    runs = f"{o.n_reference} accepted run{'s' if o.n_reference != 1 else ''}"
+    head = (f"{o.check.metric} {o.current:.3g} vs {o.reference:.3g} in the {runs} ({change}; {unit}; "
+            f"census budget {o.check.describe_limit()})")
+    if census_checks.beyond(o.check, o.current, o.reference):
+        return replace(o, status=REGRESSION, reason=R_CENSUS_BEYOND, message=head)
+    return replace(o, status=PASS, reason=R_CENSUS_WITHIN, message=head)
+
+
 def _judge(o: Outcome, alpha: float) -> Outcome:
     """A check's status and reason code, decided from its numbers; its message rendered from them."""
+    if o.check.kind == "census":
+        return _judge_census(o)
     name = metric_name(o.check.metric)
     if o.check.kind == "absolute":
         cur = _fmt(o.check.metric, o.current)
@@ -863,7 +892,7 @@ class Judge:
             self.level0[key.level0_group] = (key.level, samples)
 
     def pending(self, key: CellKey, samples: Samples, *, alpha_cell: float,
-                client: Mapping[str, Any] | None = None) -> Pending:
+                client: Mapping[str, Any] | None = None, census: Mapping[str, float] | None = None) -> Pending:
         checks = self.budgets.checks_for(key)
         lk = self.lookup
         baseline = lk.file.cell(key) if lk.file is not None else None
@@ -884,6 +913,7 @@ class Judge:
             earlier_runs=self.earlier.get(key.id, ()),
             min_runs=self.budgets.policy.min_runs,
             min_run_spread=self.budgets.policy.min_run_spread,
+            census=census,
         )
         if lk.incomparable and lk.note:
             pending.notes.insert(0, lk.note)
@@ -896,7 +926,8 @@ class Judge:
 
     def verdict(self, key: CellKey, samples: Samples, *, cells: int, looks: int = 1,
                 client: Mapping[str, Any] | None = None,
-                problems: Sequence[Problem] = ()) -> tuple[Verdict, Pending]:
+                problems: Sequence[Problem] = (),
+                census: Mapping[str, float] | None = None) -> tuple[Verdict, Pending]:
         """One cell's verdict as the session decides it: the session's alpha
         split over ``cells`` gated cells and ``looks`` runs of a chain
         (Bonferroni), each cell's share over its own checks. pytest calls this
@@ -904,6 +935,6 @@ class Judge:
         file, so the two always agree on the same data."""
         m = max(1, cells) * max(1, looks)
         alpha = self.budgets.policy.alpha
-        pending = self.pending(key, samples, alpha_cell=alpha / m, client=client)
+        pending = self.pending(key, samples, alpha_cell=alpha / m, client=client, census=census)
         correct_online(pending, m)
         return decide(pending, alpha=alpha, comparisons=m, problems=problems), pending

@@ -19,10 +19,30 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from wanbench.errors import WanbenchError
 from wanbench.faults.base import Evidence, Fault
 from wanbench.procs import cpu_model
-from wanbench.profiles.lab.servers import DATABASE, Credentials
 from wanbench.topology import Scenario, Topology
+
+#: the database the workloads use on every profile
+DATABASE = "wanbench"
+
+
+@dataclass(frozen=True)
+class Credentials:
+    user: str
+    password: str
+
+    def __repr__(self) -> str:  # never print the password
+        return f"Credentials(user={self.user!r}, password='***')"
+
+
+class DryRun(WanbenchError):
+    """Raised instead of applying a fault under ``--dry-run``; ``text`` is every command per host."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        super().__init__("dry run: no fault applied, no workload run")
 
 
 @dataclass(frozen=True)

@@ -328,6 +328,9 @@ def finish_test() -> None:
         _describe(cell, baseline, scenario_cells.get(id(cell), [cell]))
         _compare_step(cell, baseline)
         _attach(_dumps(cell.verdict), "budget rule and verdict", AttachmentType.JSON)
+        if cell.census:
+            _attach(_dumps(cell.census), "WAN cost census (round trips, bytes, work per operation)",
+                    AttachmentType.JSON)
 
 
 def _remember_baseline(cell: CellResult, baseline: Mapping[str, Any] | None) -> None:

@@ -49,6 +49,7 @@ from wanbench.procs import (  # find_binary, port_free: used here and imported f
     proc_threads,
     spawn,
 )
+from wanbench.profiles.base import DATABASE, Credentials
 from wanbench.results import write_json_atomic
 from wanbench.topology import Component, Link, Topology
 from wanbench.wait import wait_for
@@ -62,7 +63,6 @@ PROJECT_ROOT = Path(__file__).resolve().parents[3]  # wanbench/profiles/lab/serv
 IN_CHECKOUT = (PROJECT_ROOT / "pyproject.toml").is_file()
 DEFAULT_PORT_BASE = 23300
 SQL_USER = "wanbench"
-DATABASE = "wanbench"
 HANDICAP_TOXIC = f"{TOXIC_PREFIX}handicap"
 
 # Offsets from the port base.
@@ -74,15 +74,6 @@ COMPONENT_SERVICE = {"proxy": "haproxy", "primary": "primary", "replica": "repli
 #: how long a commit waits for the replica's acknowledgement before the primary
 #: falls back to asynchronous replication (MariaDB's rpl_semi_sync_master_timeout)
 DEFAULT_SEMISYNC_TIMEOUT_MS = 30000
-
-
-@dataclass(frozen=True)
-class Credentials:
-    user: str
-    password: str
-
-    def __repr__(self) -> str:  # never print the password
-        return f"Credentials(user={self.user!r}, password='***')"
 
 
 def default_run_dir(base: str | os.PathLike[str] | None = None) -> Path:
@@ -318,6 +309,17 @@ class Lab:
             if owner.get("kind") != "session" or owner.get("pid") != pid or owner.get("start_time") != start_time:
                 return []
             return self._down(spare=os.getpid())
+
+    def down_if_orphaned(self) -> tuple[dict[str, Any], list[str]] | None:
+        """``down``, only if a session started this lab and that session is
+        gone (a dead xdist worker's lab); checked under the lock, so a lab a
+        new run took over meanwhile, or one started by hand, is left alone.
+        Returns the dead owner and what was stopped, None when nothing was."""
+        with self._locked():
+            owner = self.state().get("owner") or {}
+            if owner.get("kind") != "session" or self.owner_alive() or not any(self.running().values()):
+                return None
+            return dict(owner), self._down()
 
     def _up(self, owner: str) -> bool:
         if self.is_up() and self.owner_alive():

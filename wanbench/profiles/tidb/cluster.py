@@ -20,8 +20,7 @@ from wanbench.executors.base import Executor
 from wanbench.faults.base import Evidence, Fault, FaultKind
 from wanbench.faults.deadman import DEFAULT_LEASE_S, RunInfo
 from wanbench.faults.lease import LeaseKeeper
-from wanbench.profiles.base import SqlTarget, client_facts
-from wanbench.profiles.lab.servers import Credentials
+from wanbench.profiles.base import Credentials, DryRun, SqlTarget, client_facts
 from wanbench.profiles.tidb.facts import SQLTarget, collect_facts
 from wanbench.profiles.tidb.pd import LeaderDiscovery, PDClient, PendingPeerSampler, discover_leader
 from wanbench.profiles.tidb.plan import (
@@ -41,14 +40,6 @@ from wanbench.profiles.tidb.plan import (
 )
 from wanbench.profiles.tidb.topology import cluster_settings, pd_client_urls, sql_endpoints, workload_settings
 from wanbench.topology import LoadHost, Scenario, Topology, parse_load_hosts
-
-
-class DryRun(WanbenchError):
-    """Raised instead of applying a fault under ``--dry-run``; ``text`` is every command per host."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        super().__init__("dry run: no fault applied, no workload run")
 
 
 @dataclasses.dataclass

@@ -1,0 +1,209 @@
+"""The WAN cost census of a cell: what a network fault acts on, per operation.
+
+A WAN fault does not act on QPS: it acts on every round trip that crosses the
+faulted link, and on every byte that must squeeze through a capped one. QPS
+follows from those and from the machine's speed of the minute, which on a
+shared VM drifts by 25-35 % (docs/calibration.md). So the census counts the
+physics, which drift cannot move:
+
+- ``round_trips``: round trips per operation across the faulted links, from
+  the cell's added mean latency over its level's added round-trip time,
+  against level 0 of the same run: ``(L_N - L_0) / RTT_N``. A commit that
+  waits for the replica's acknowledgement costs 1; a read served by the SQL
+  tier 0. Closed-loop latency at level 0 is a few milliseconds; the added RTT
+  is 50-200 ms, so the machine's drift moves this by hundredths.
+- ``bytes_per_op.<server>``: bytes each server sent and received per
+  operation (MariaDB's ``Bytes_sent`` + ``Bytes_received``: every link into
+  that server, clients and replication alike), exact counters over the
+  measured window divided by the operations in it. The per-link split from
+  the sockets (``link_bytes_per_op``) is reported beside it, not gated: a
+  socket's counters die with it, so a link loses up to its last second.
+- ``work.<server>.<counter>``: server work per operation from ``SHOW GLOBAL
+  STATUS``: statements, commits, rows read and written, handler calls,
+  fsyncs, semi-sync acknowledgements.
+
+An *operation* is what the cell's QPS counts (a statement for the probes and
+sysbench OLTP). The gate compares each metric with the accepted runs of the
+same cell in the metric's own unit (``census`` checks of the budget file,
+``wanbench.gate.census_checks``): one run decides.
+
+The census also predicts each faulted cell's QPS in a closed loop from the
+round trips measured at the previous level of the same run,
+``c / (L_0 + k * RTT_N)``, and reports measured against predicted: a large
+gap is a finding (a window limit, head-of-line blocking, a queue).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+#: units of the census metrics, by their first name part
+UNITS = {
+    "round_trips": "round trips per operation across the faulted links",
+    "bytes_per_op": "bytes per operation the server sent and received",
+    "work": "per operation",
+}
+#: MariaDB counters -> census work names (per operation)
+WORK = {
+    "statements": ("Questions",),
+    "commits": ("Com_commit",),
+    "rows_read": ("Innodb_rows_read",),
+    "rows_written": ("Innodb_rows_inserted", "Innodb_rows_updated", "Innodb_rows_deleted"),
+    "handler_calls": ("Handler_read_first", "Handler_read_key", "Handler_read_last", "Handler_read_next",
+                      "Handler_read_prev", "Handler_read_rnd", "Handler_read_rnd_next", "Handler_write",
+                      "Handler_update", "Handler_delete"),
+    "fsyncs": ("Innodb_data_fsyncs", "Innodb_os_log_fsyncs"),
+    "semisync_acks": ("Rpl_semi_sync_master_yes_tx",),
+}
+#: a prediction this far off (either way) is reported as a finding
+GAP_FINDING = 0.25
+#: below this many operations per second the per-operation rates are not worth keeping
+MIN_OPS_PER_S = 1.0
+
+
+def _f(x: Any) -> float:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return math.nan
+    return v
+
+
+def ops_per_s(cell: Mapping[str, Any]) -> float:
+    """Operations per second over the cell's measured rounds (what QPS counts)."""
+    rounds = cell.get("rounds") or []
+    queries = sum(int(r.get("queries") or 0) for r in rounds)
+    seconds = sum(_f(r.get("seconds")) for r in rounds if math.isfinite(_f(r.get("seconds"))))
+    return queries / seconds if seconds > 0 else math.nan
+
+
+def mean_latency_ms(cell: Mapping[str, Any]) -> float:
+    """The cell's mean latency over its rounds, weighted by each round's operations."""
+    num = den = 0.0
+    for r in cell.get("rounds") or []:
+        avg = _f((r.get("latency_ms") or {}).get("avg"))
+        n = int(r.get("queries") or 0)
+        if math.isfinite(avg) and n > 0:
+            num += avg * n
+            den += n
+    return num / den if den else math.nan
+
+
+def added_rtt_ms(cell: Mapping[str, Any]) -> float:
+    """The round-trip time the cell's level adds on every faulted link (0 when it adds none)."""
+    level = cell.get("level") or {}
+    if level.get("kind") != "delay":
+        return 0.0
+    v = _f(level.get("value"))
+    return v if math.isfinite(v) and v > 0 else 0.0
+
+
+def _metric(value: float, unit: str, digits: int = 3) -> dict[str, Any]:
+    return {"value": round(value, digits), "unit": unit}
+
+
+def census_of(cell: Mapping[str, Any], level0: Mapping[str, Any] | None = None,
+              lower: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The census of ``cell`` (a cell's JSON): ``{"metrics": {name: {value, unit}}, ...}``.
+
+    ``level0``: the same scenario and concurrency at level 0 of the same run
+    (for round trips); ``lower``: the census of the same group's previous
+    faulted level of this run (for the prediction). Missing inputs leave
+    their metrics out, never a guess.
+    """
+    metrics: dict[str, dict[str, Any]] = {}
+    out: dict[str, Any] = {"metrics": metrics}
+    ops = ops_per_s(cell)
+    out["ops_per_s"] = None if not math.isfinite(ops) else round(ops, 3)
+    rtt = added_rtt_ms(cell)
+    lat = mean_latency_ms(cell)
+    if level0 is not None and rtt > 0:
+        lat0 = mean_latency_ms(level0)
+        if math.isfinite(lat) and math.isfinite(lat0):
+            k = (lat - lat0) / rtt
+            metrics["round_trips"] = _metric(k, UNITS["round_trips"])
+            out["round_trips"] = {"added_rtt_ms": rtt, "mean_latency_ms": round(lat, 3),
+                                  "level0_mean_latency_ms": round(lat0, 3),
+                                  "level0": str(level0.get("test_id", ""))}
+            prediction = _predict(cell, lat0, rtt, lower)
+            if prediction:
+                out["prediction"] = prediction
+    ev = (cell.get("extra") or {}).get("evidence") or {}
+    if math.isfinite(ops) and ops >= MIN_OPS_PER_S and isinstance(ev, Mapping):
+        links = {}
+        for link, rates in sorted((ev.get("links") or {}).items()):
+            total = _f(rates.get("in_bytes_per_s")) + _f(rates.get("out_bytes_per_s"))
+            if math.isfinite(total):
+                links[link] = round(total / ops, 1)
+        if links:  # a picture, not gated: socket counters lose a closing socket's last second
+            out["link_bytes_per_op"] = links
+        for server, counters in sorted((ev.get("counters_per_s") or {}).items()):
+            sent, received = _f(counters.get("Bytes_sent")), _f(counters.get("Bytes_received"))
+            if math.isfinite(sent) and math.isfinite(received):
+                metrics[f"bytes_per_op.{server}"] = _metric((sent + received) / ops, UNITS["bytes_per_op"], 1)
+            for name, sources in WORK.items():
+                vals = [_f(counters.get(c)) for c in sources if c in counters]
+                if vals and all(math.isfinite(v) for v in vals):
+                    metrics[f"work.{server}.{name}"] = _metric(sum(vals) / ops, f"{name} {UNITS['work']}")
+    return out
+
+
+def _predict(cell: Mapping[str, Any], lat0: float, rtt: float, lower: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Closed loop: ``c`` clients each wait ``L_0 + k * RTT`` per operation,
+    with ``k`` the round trips measured at the previous level of this run."""
+    if not lower or "round_trips" not in (lower.get("metrics") or {}):
+        return {}
+    k = float(lower["metrics"]["round_trips"]["value"])
+    c = int(cell.get("concurrency") or 0)
+    if k * rtt < lat0:  # round trips are not most of the wait: a busy loop, which this model does not describe
+        return {}
+    wait_ms = lat0 + k * rtt
+    qps = _f(cell.get("qps"))
+    if c <= 0 or wait_ms <= 0 or not math.isfinite(qps):
+        return {}
+    predicted = c / (wait_ms / 1000.0)
+    gap = qps / predicted - 1.0
+    out = {"model": "closed loop c / (L0 + k * RTT)", "k_from": lower.get("test_id", "the previous level"),
+           "round_trips_used": round(k, 3), "predicted_qps": round(predicted, 1), "measured_qps": round(qps, 1),
+           "gap": round(gap, 4)}
+    if abs(gap) > GAP_FINDING:
+        more = "more" if gap > 0 else "less"
+        out["finding"] = (f"measured QPS {qps:.0f} is {abs(gap) * 100:.0f}% {more} than the {predicted:.0f} a "
+                          f"closed loop of {c} predicts from {k:.2f} round trips per operation: "
+                          + ("a window limit, a queue or head-of-line blocking costs more than the round trips"
+                             if gap < 0 else "operations overlap their round trips (pipelining, group commit)"))
+    return out
+
+
+def values_of(census: Mapping[str, Any] | None) -> dict[str, float]:
+    """The census's metric values by name (what the gate and the baseline store keep)."""
+    out: dict[str, float] = {}
+    for name, m in ((census or {}).get("metrics") or {}).items():
+        v = _f(m.get("value") if isinstance(m, Mapping) else m)
+        if math.isfinite(v):
+            out[str(name)] = v
+    return out
+
+
+def table_rows(cells: Sequence[Mapping[str, Any]]) -> list[list[str]]:
+    """Terminal rows: cell, round trips, the largest bytes per op link, statements per op, the prediction."""
+    rows = []
+    for c in cells:
+        census = c.get("census") or {}
+        metrics = census.get("metrics") or {}
+        if not metrics:
+            continue
+        rt = metrics.get("round_trips", {}).get("value")
+        links = {k.split(".", 1)[1]: m["value"] for k, m in metrics.items() if k.startswith("bytes_per_op.")}
+        stmts = {k.split(".")[1]: m["value"] for k, m in metrics.items() if k.endswith(".statements")}
+        pred = census.get("prediction") or {}
+        rows.append([
+            str(c.get("label") or c.get("test_id")),
+            "-" if rt is None else f"{rt:.2f}",
+            ", ".join(f"{k} {v:.0f}" for k, v in sorted(links.items())) or "-",
+            ", ".join(f"{k} {v:.2f}" for k, v in sorted(stmts.items())) or "-",
+            f"{pred['measured_qps']:.0f} / {pred['predicted_qps']:.0f} ({pred['gap'] * 100:+.0f}%)" if pred else "-",
+        ])
+    return rows
