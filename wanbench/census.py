@@ -22,10 +22,11 @@ physics, which drift cannot move:
   STATUS``: statements, commits, rows read and written, handler calls,
   fsyncs, semi-sync acknowledgements.
 
-An *operation* is what the cell's QPS counts (a statement for the probes and
-sysbench OLTP). The gate compares each metric with the accepted runs of the
-same cell in the metric's own unit (``census`` checks of the budget file,
-``wanbench.gate.census_checks``): one run decides.
+An *operation* is a sysbench event: one statement for the probes, one
+transaction for sysbench OLTP and TPC-C, one operation for YCSB. The gate
+compares each metric with the accepted runs of the same cell in the metric's
+own unit (``census`` checks of the budget file, ``wanbench.gate.census_checks``):
+one run decides.
 
 The census also predicts each faulted cell's QPS in a closed loop from the
 round trips measured at the previous level of the same run,
@@ -56,6 +57,9 @@ WORK = {
                       "Handler_update", "Handler_delete"),
     "fsyncs": ("Innodb_data_fsyncs", "Innodb_os_log_fsyncs"),
     "semisync_acks": ("Rpl_semi_sync_master_yes_tx",),
+    # TiDB (wanbench.evidence.prometheus.CENSUS_SERIES)
+    "kv_requests": ("kv_requests",),
+    "tso_requests": ("tso_requests",),
 }
 #: a prediction this far off (either way) is reported as a finding
 GAP_FINDING = 0.25
@@ -72,20 +76,30 @@ def _f(x: Any) -> float:
 
 
 def ops_per_s(cell: Mapping[str, Any]) -> float:
-    """Operations per second over the cell's measured rounds (what QPS counts)."""
-    rounds = cell.get("rounds") or []
-    queries = sum(int(r.get("queries") or 0) for r in rounds)
-    seconds = sum(_f(r.get("seconds")) for r in rounds if math.isfinite(_f(r.get("seconds"))))
-    return queries / seconds if seconds > 0 else math.nan
+    """Operations per second over the cell's measured rounds: sysbench events
+    (transactions; one statement each for the probes), whose latency the
+    rounds report, so a release that adds a statement to each operation shows
+    as more statements and round trips per operation."""
+    events = seconds = 0.0
+    for r in cell.get("rounds") or []:
+        sec = _f(r.get("seconds"))
+        rate = _f(r.get("tps"))
+        if not math.isfinite(rate):
+            rate = _f(r.get("qps"))
+        if math.isfinite(sec) and sec > 0 and math.isfinite(rate):
+            events += rate * sec
+            seconds += sec
+    return events / seconds if seconds > 0 else math.nan
 
 
 def mean_latency_ms(cell: Mapping[str, Any]) -> float:
-    """The cell's mean latency over its rounds, weighted by each round's operations."""
+    """The cell's mean latency per operation over its rounds, weighted by each round's operations."""
     num = den = 0.0
     for r in cell.get("rounds") or []:
         avg = _f((r.get("latency_ms") or {}).get("avg"))
-        n = int(r.get("queries") or 0)
-        if math.isfinite(avg) and n > 0:
+        rate = _f(r.get("tps")) if math.isfinite(_f(r.get("tps"))) else _f(r.get("qps"))
+        n = rate * _f(r.get("seconds"))
+        if math.isfinite(avg) and math.isfinite(n) and n > 0:
             num += avg * n
             den += n
     return num / den if den else math.nan
@@ -160,14 +174,14 @@ def _predict(cell: Mapping[str, Any], lat0: float, rtt: float, lower: Mapping[st
     if k * rtt < lat0:  # round trips are not most of the wait: a busy loop, which this model does not describe
         return {}
     wait_ms = lat0 + k * rtt
-    qps = _f(cell.get("qps"))
+    qps = ops_per_s(cell)
     if c <= 0 or wait_ms <= 0 or not math.isfinite(qps):
         return {}
     predicted = c / (wait_ms / 1000.0)
     gap = qps / predicted - 1.0
-    out = {"model": "closed loop c / (L0 + k * RTT)", "k_from": lower.get("test_id", "the previous level"),
-           "round_trips_used": round(k, 3), "predicted_qps": round(predicted, 1), "measured_qps": round(qps, 1),
-           "gap": round(gap, 4)}
+    out = {"model": "closed loop c / (L0 + k * RTT), operations per second",
+           "k_from": lower.get("test_id", "the previous level"), "round_trips_used": round(k, 3),
+           "predicted_qps": round(predicted, 1), "measured_qps": round(qps, 1), "gap": round(gap, 4)}
     if abs(gap) > GAP_FINDING:
         more = "more" if gap > 0 else "less"
         out["finding"] = (f"measured QPS {qps:.0f} is {abs(gap) * 100:.0f}% {more} than the {predicted:.0f} a "

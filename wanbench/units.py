@@ -81,6 +81,16 @@ def parse_positive_int(text: str) -> int:
     return int(s)
 
 
+def parse_nonnegative_int(text: str) -> int:
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        raise ConfigError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise ConfigError(f"{text!r} must be 0 or more")
+    return value
+
+
 def parse_list(text: str | Sequence[str], item: Callable[[str], T]) -> list[T]:
     """Comma-separated list; duplicates are an error, order is kept."""
     parts = [p.strip() for p in (text.split(",") if isinstance(text, str) else text)]

@@ -123,7 +123,28 @@ def tidb_queries(window_s: float) -> dict[str, str]:
                             f'(rate(pd_client_cmd_handle_cmds_duration_seconds_bucket{{type="wait"}}[{w}])))'),
         "net_rx": f'sum by (instance) (rate(node_network_receive_bytes_total{{device!="lo"}}[{w}]))',
         "net_tx": f'sum by (instance) (rate(node_network_transmit_bytes_total{{device!="lo"}}[{w}]))',
+        **census_queries(window_s),
     }
+
+
+#: census counter (``counters_per_s["tidb"]``) -> its PromQL rate over the window; every metric and
+#: label here is in the real v5.3 scrapes under /work/shared/data/tidb-metrics (selftests/test_census_tidb.py)
+CENSUS_SERIES = {
+    # statements the SQL tier answered (wanbench.census: work.tidb.statements)
+    "Questions": 'tidb_server_query_total{result="OK"}',
+    # committed transactions
+    "Com_commit": 'tidb_session_transaction_duration_seconds_count{type="commit"}',
+    # KV requests TiDB sent to TiKV, every type (Get, BatchGet, Prewrite, Commit, Cop, ...)
+    "kv_requests": "tidb_tikvclient_request_seconds_count",
+    # TSO requests TiDB's PD client made (the "PD TSO OPS" of TiDB's own dashboard)
+    "tso_requests": 'pd_client_cmd_handle_cmds_duration_seconds_count{type="tso"}',
+}
+
+
+def census_queries(window_s: float) -> dict[str, str]:
+    """The census counters' PromQL (``census.<counter>``) for a window of ``window_s``."""
+    w = _rng(window_s)
+    return {f"census.{name}": f"sum(rate({series}[{w}]))" for name, series in CENSUS_SERIES.items()}
 
 
 def _host(instance: str) -> str:
@@ -204,6 +225,13 @@ def tidb_evidence(client: PromClient, start: float, end: float) -> dict[str, Any
     tx = {_host(m["instance"]): v for m, v in client.query(q["net_tx"], end)}
     ev["links"] = {f"host {h}": {"in_bytes_per_s": round(rx.get(h, 0.0)), "out_bytes_per_s": round(tx.get(h, 0.0))}
                    for h in sorted(set(rx) | set(tx))}
+    counters = {}
+    for name in CENSUS_SERIES:
+        res = client.query(q[f"census.{name}"], end)
+        if res:
+            counters[name] = round(res[0][1], 3)
+    if counters:  # the census's work per operation on TiDB (wanbench.census)
+        ev["counters_per_s"] = {"tidb": counters}
     return ev
 
 

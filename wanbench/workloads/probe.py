@@ -61,6 +61,7 @@ class ProbeEngine:
         rounds = ctx.option("rounds")
         timeout = ctx.option("round_timeout")
         cap = ctx.option("round_cap")
+        extra = int(ctx.option("probe_extra_round_trips") or 0)
 
         def on_round(i: int, rnd: Round) -> None:
             ctx.progress(f"  round {i}/{rounds}: {rnd.queries} queries in {rnd.seconds:.2f}s = "
@@ -81,7 +82,8 @@ class ProbeEngine:
             runner.window_hooks = ctx.window()
             try:
                 return runner.probe(variant, concurrency=concurrency, queries=queries, rounds=rounds,
-                                    timeout=timeout, on_round=on_round, max_seconds=cap)
+                                    timeout=timeout, on_round=on_round, max_seconds=cap,
+                                    extra_round_trips=extra)
             finally:
                 runner.window_hooks = None
 
