@@ -89,7 +89,17 @@ class MachineGroupScheduling(LoadScopeScheduling):
 _GROUPS_DIR = pytest.StashKey[str]()
 
 
+_XDIST_ENV = ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID")
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):
+        # A pytest that a self-test starts (from a fixture of any scope) would inherit
+        # the worker's environment and take itself for an xdist worker: pytest-benchmark
+        # then disables itself and warns at exit, an error under filterwarnings=error.
+        # xdist reads the worker's identity from config.workerinput, not from these.
+        for name in _XDIST_ENV:
+            os.environ.pop(name, None)
     if not hasattr(config, "workerinput") and config.getoption("numprocesses", None):
         config.stash[_GROUPS_DIR] = tempfile.mkdtemp(prefix="wanbench-selftest-groups-")
 
@@ -167,14 +177,3 @@ def leftovers(netns_net: NetnsNetwork) -> Callable[[], dict[str, list[str]]]:
 @pytest.fixture
 def alive() -> Callable[[int], bool]:
     return pid_alive
-
-
-@pytest.fixture(autouse=True)
-def _not_an_xdist_worker(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Under `-n`, a pytest that a self-test starts would inherit the worker's
-    environment and take itself for an xdist worker: pytest-benchmark then
-    disables itself and warns at exit (an error under filterwarnings=error),
-    and every performance cell uses pytest-benchmark."""
-    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
-        monkeypatch.delenv(name, raising=False)
-
