@@ -71,7 +71,7 @@ def test_shipped_default_budgets_load(profile: str) -> None:
 
 BAD = [
     ("not yaml", "rules: [\n  - baseline: {qps: 5%\n", 2, "not valid YAML"),
-    ("duplicate key", "profile: lab\nprofile: lab\nrules: []\n", 2, "key 'profile' is given twice"),
+    ("duplicate key", "profile: lab\nprofile: lab\nrules: []\n", 2, "duplicate key 'profile' (first at line 1)"),
     ("no profile", "rules:\n  - baseline: {qps: 5%}\n", 1, "needs 'profile: NAME'"),
     ("unknown top key", "profile: lab\nrulez: []\n", 2, "unknown key 'rulez'"),
     ("wrong profile", "profile: tidb\nrules:\n  - baseline: {qps: 5%}\n", 1,

@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
-import yaml
-
 from wanbench.errors import ConfigError
+from wanbench.strictyaml import load_yaml
 from wanbench.units import parse_list
 
 
@@ -161,7 +160,7 @@ def load_catalog(profile: str) -> dict[str, Scenario]:
 
 
 def parse_catalog(text: str, *, source: str) -> dict[str, Scenario]:
-    data = yaml.safe_load(text) or {}
+    data = load_yaml(text, source=source) or {}
     raw = data.get("scenarios")
     if not isinstance(raw, dict) or not raw:
         raise ConfigError(f"{source}: needs a non-empty 'scenarios' mapping")

@@ -43,11 +43,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from wanbench.errors import ConfigError
 from wanbench.faults.base import FAMILY_KIND, LEVEL0_LABELS, Level
 from wanbench.results import YCSB_OPS
+from wanbench.strictyaml import LineDict, LineList, load_yaml
 from wanbench.topology import Scenario, load_catalog
 
 #: metric -> True when higher is better
@@ -230,47 +229,6 @@ def format_value(metric: str, value: float) -> str:
 # ---------------------------------------------------------------- loading
 
 
-class _LineDict(dict):
-    """A mapping that remembers the line (1-based) of each key and of itself."""
-
-    line: int = 0
-    key_lines: dict[Any, int]
-
-
-class _LineList(list):
-    line: int = 0
-    item_lines: list[int]
-
-
-class _Loader(yaml.SafeLoader):
-    pass
-
-
-def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> _LineDict:
-    loader.flatten_mapping(node)
-    out = _LineDict()
-    out.line = node.start_mark.line + 1
-    out.key_lines = {}
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        if key in out:
-            raise ConfigError(f"line {key_node.start_mark.line + 1}: key {key!r} is given twice")
-        out[key] = loader.construct_object(value_node, deep=True)
-        out.key_lines[key] = key_node.start_mark.line + 1
-    return out
-
-
-def _construct_sequence(loader: _Loader, node: yaml.SequenceNode) -> _LineList:
-    out = _LineList(loader.construct_object(child, deep=True) for child in node.value)
-    out.line = node.start_mark.line + 1
-    out.item_lines = [child.start_mark.line + 1 for child in node.value]
-    return out
-
-
-_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
-
-
 def default_budgets_path(profile: str) -> Path:
     return Path(str(resources.files("wanbench.budgets").joinpath(f"{profile}.yaml")))
 
@@ -291,14 +249,7 @@ def load_budgets(
 def parse_budgets(
     text: str, *, source: str, profile: str | None = None, catalog: Mapping[str, Scenario] | None = None
 ) -> Budgets:
-    try:
-        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - SafeLoader subclass
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else 0
-        raise ConfigError(f"{source}:{line}: not valid YAML: {exc.problem or exc}") from None
-    except ConfigError as exc:
-        raise ConfigError(f"{source}:{str(exc).removeprefix('line ')}") from None
+    data = load_yaml(text, source=source)
     return _Validator(source, profile, catalog).budgets(data)
 
 
@@ -312,82 +263,82 @@ class _Validator:
         return ConfigError(f"{self.source}:{line}: {reason}")
 
     def budgets(self, data: Any) -> Budgets:
-        if not isinstance(data, _LineDict):
+        if not isinstance(data, LineDict):
             raise self.fail(getattr(data, "line", 1), "a budget file is a mapping with 'profile' and 'rules'")
         for key in data:
             if key not in _TOP_KEYS:
-                raise self.fail(data.key_lines[key], f"unknown key {key!r} (known: {', '.join(sorted(_TOP_KEYS))})")
+                raise self.fail(data.lines[key], f"unknown key {key!r} (known: {', '.join(sorted(_TOP_KEYS))})")
         version = data.get("version", 1)
         if version != 1:
-            raise self.fail(data.key_lines.get("version", data.line), f"unsupported version {version!r} (this is 1)")
+            raise self.fail(data.lines.get("version", data.line), f"unsupported version {version!r} (this is 1)")
         file_profile = data.get("profile")
         if not isinstance(file_profile, str) or not file_profile:
-            raise self.fail(data.key_lines.get("profile", data.line), "needs 'profile: NAME' (lab, tidb)")
+            raise self.fail(data.lines.get("profile", data.line), "needs 'profile: NAME' (lab, tidb)")
         if self.run_profile and file_profile != self.run_profile:
             raise self.fail(
-                data.key_lines["profile"],
+                data.lines["profile"],
                 f"budgets are for profile {file_profile!r} but this run uses {self.run_profile!r}",
             )
         if self.catalog is None:
             try:
                 self.catalog = load_catalog(file_profile)
             except ConfigError as exc:
-                raise self.fail(data.key_lines["profile"], str(exc)) from None
-        policy = self.policy(data.get("gate"), data.key_lines.get("gate", data.line))
+                raise self.fail(data.lines["profile"], str(exc)) from None
+        policy = self.policy(data.get("gate"), data.lines.get("gate", data.line))
         rules_raw = data.get("rules")
-        if not isinstance(rules_raw, _LineList) or not rules_raw:
-            raise self.fail(data.key_lines.get("rules", data.line), "needs a non-empty 'rules' list")
-        rules = tuple(self.rule(r, line) for r, line in zip(rules_raw, rules_raw.item_lines, strict=True))
+        if not isinstance(rules_raw, LineList) or not rules_raw:
+            raise self.fail(data.lines.get("rules", data.line), "needs a non-empty 'rules' list")
+        rules = tuple(self.rule(r, line) for r, line in zip(rules_raw, rules_raw.lines, strict=True))
         return Budgets(self.source, file_profile, rules, policy)
 
     def policy(self, raw: Any, line: int) -> GatePolicy:
         if raw is None:
             return GatePolicy()
-        if not isinstance(raw, _LineDict):
+        if not isinstance(raw, LineDict):
             raise self.fail(line, "'gate' must be a mapping (alpha, correction, min_rounds, min_runs, min_run_spread)")
         for key in raw:
             if key not in _GATE_KEYS:
                 known = ", ".join(sorted(_GATE_KEYS))
-                raise self.fail(raw.key_lines[key], f"unknown gate setting {key!r} (known: {known})")
+                raise self.fail(raw.lines[key], f"unknown gate setting {key!r} (known: {known})")
         alpha = raw.get("alpha", 0.05)
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 < alpha < 0.5:
-            raise self.fail(raw.key_lines.get("alpha", line), f"alpha must be a number in (0, 0.5), not {alpha!r}")
+            raise self.fail(raw.lines.get("alpha", line), f"alpha must be a number in (0, 0.5), not {alpha!r}")
         correction = raw.get("correction", "bonferroni")
         if correction not in _CORRECTIONS:
             raise self.fail(
-                raw.key_lines.get("correction", line),
+                raw.lines.get("correction", line),
                 f"unknown correction {correction!r} (known: {', '.join(_CORRECTIONS)})",
             )
         min_rounds = raw.get("min_rounds", 3)
         if isinstance(min_rounds, bool) or not isinstance(min_rounds, int) or min_rounds < 2:
             raise self.fail(
-                raw.key_lines.get("min_rounds", line), f"min_rounds must be an integer >= 2, not {min_rounds!r}"
+                raw.lines.get("min_rounds", line), f"min_rounds must be an integer >= 2, not {min_rounds!r}"
             )
         min_runs = raw.get("min_runs", 3)
         if isinstance(min_runs, bool) or not isinstance(min_runs, int) or min_runs < 2:
             raise self.fail(
-                raw.key_lines.get("min_runs", line), f"min_runs must be an integer >= 2, not {min_runs!r}"
+                raw.lines.get("min_runs", line), f"min_runs must be an integer >= 2, not {min_runs!r}"
             )
         spread_raw = raw.get("min_run_spread", "0%")
         m = _PCT.match(str(spread_raw))
         if not m or not 0 <= float(m.group(1)) < 100:
             raise self.fail(
-                raw.key_lines.get("min_run_spread", line),
+                raw.lines.get("min_run_spread", line),
                 f"min_run_spread must be a percentage such as 10% (the least spread between runs), not {spread_raw!r}",
             )
         return GatePolicy(float(alpha), correction, min_rounds, min_runs, float(m.group(1)) / 100.0)
 
     def rule(self, raw: Any, line: int) -> Rule:
-        if not isinstance(raw, _LineDict):
+        if not isinstance(raw, LineDict):
             raise self.fail(line, "each rule is a mapping of selectors and checks")
         for key in raw:
             if key not in _RULE_KEYS:
                 known = ", ".join(sorted(_RULE_KEYS))
-                raise self.fail(raw.key_lines[key], f"unknown rule key {key!r} (known: {known})")
+                raise self.fail(raw.lines[key], f"unknown rule key {key!r} (known: {known})")
         selectors: dict[str, tuple[str, ...]] = {}
         for sel in _SELECTORS:
             if sel in raw:
-                selectors[sel] = self.patterns(raw[sel], raw.key_lines[sel], sel)
+                selectors[sel] = self.patterns(raw[sel], raw.lines[sel], sel)
         families = self.check_families(selectors, raw)
         self.check_scenarios(selectors, families, raw)
         self.check_levels(selectors, families, raw)
@@ -396,11 +347,11 @@ class _Validator:
             if kind not in raw:
                 continue
             block = raw[kind]
-            kline = raw.key_lines[kind]
-            if not isinstance(block, _LineDict) or not block:
+            kline = raw.lines[kind]
+            if not isinstance(block, LineDict) or not block:
                 raise self.fail(kline, f"{kind!r} must map metrics to limits, e.g. {kind}: {{qps: 5%}}")
             for metric, value in block.items():
-                mline = block.key_lines[metric]
+                mline = block.lines[metric]
                 if kind == "census":
                     checks.append(("census", str(metric), *self.census_limit(str(metric), value, mline)))
                     continue
@@ -414,11 +365,11 @@ class _Validator:
                 continue
             if families and not set(families) & set(FAULT_FAMILIES):
                 raise self.fail(
-                    raw.key_lines[kind], f"a {kind} rule can never match: its families have no fault levels"
+                    raw.lines[kind], f"a {kind} rule can never match: its families have no fault levels"
                 )
             levels = selectors.get("level", ())
             if levels and all(p in LEVEL0_LABELS for p in levels):
-                raise self.fail(raw.key_lines[kind], f"a {kind} rule on level 0 compares a cell with itself")
+                raise self.fail(raw.lines[kind], f"a {kind} rule on level 0 compares a cell with itself")
         name = str(raw.get("name", f"rule at line {line}"))
         return Rule(line, name, selectors, tuple(checks))
 
@@ -442,7 +393,7 @@ class _Validator:
                 out.append(str(item))
         return tuple(out)
 
-    def check_families(self, selectors: Mapping[str, tuple[str, ...]], raw: _LineDict) -> list[str]:
+    def check_families(self, selectors: Mapping[str, tuple[str, ...]], raw: LineDict) -> list[str]:
         pats = selectors.get("family")
         if pats is None:
             return list(FAMILIES)
@@ -452,13 +403,13 @@ class _Validator:
             if not hit:
                 known = ", ".join(FAMILIES)
                 raise self.fail(
-                    raw.key_lines["family"], f"unknown family {p!r}: the rule can never match (known: {known})"
+                    raw.lines["family"], f"unknown family {p!r}: the rule can never match (known: {known})"
                 )
             found.extend(hit)
         return found
 
     def check_scenarios(
-        self, selectors: Mapping[str, tuple[str, ...]], families: Sequence[str], raw: _LineDict
+        self, selectors: Mapping[str, tuple[str, ...]], families: Sequence[str], raw: LineDict
     ) -> None:
         pats = selectors.get("scenario")
         if pats is None or self.catalog is None:
@@ -470,32 +421,32 @@ class _Validator:
             named = fnmatch.filter(list(self.catalog), p)
             if not named:
                 raise self.fail(
-                    raw.key_lines["scenario"],
+                    raw.lines["scenario"],
                     f"unknown scenario {p!r} in catalog {self.catalog_name()} (known: {', '.join(self.catalog)})",
                 )
             if not any(f in self.catalog[s].families for s in named for f in fault_families):
                 raise self.fail(
-                    raw.key_lines["scenario"],
+                    raw.lines["scenario"],
                     f"scenario {p!r} never runs in family {'/'.join(fault_families)}: the rule can never match",
                 )
 
     def catalog_name(self) -> str:
         return repr(self.run_profile) if self.run_profile else "of the file's profile"
 
-    def check_levels(self, selectors: Mapping[str, tuple[str, ...]], families: Sequence[str], raw: _LineDict) -> None:
+    def check_levels(self, selectors: Mapping[str, tuple[str, ...]], families: Sequence[str], raw: LineDict) -> None:
         pats = selectors.get("level")
         if pats is None or pats == ("*",):
             return
         if "family" in raw and families and all(f in OUTAGE_FAMILIES for f in families):
             for p in pats:
                 if not any(ch in p for ch in "*?[") and p not in OUTAGE_LEVELS:
-                    raise self.fail(raw.key_lines["level"], f"outage {p!r} can never match an availability cell "
+                    raise self.fail(raw.lines["level"], f"outage {p!r} can never match an availability cell "
                                                             f"(known: {', '.join(OUTAGE_LEVELS)})")
             return
         kinds = {FAMILY_KIND[f] for f in families if f in FAULT_FAMILIES}
         if "family" not in raw or len(kinds) != 1 or any(f not in FAULT_FAMILIES for f in families):
             raise self.fail(
-                raw.key_lines["level"], "a level selector needs one fault family (family: rtt, bandwidth or loss)"
+                raw.lines["level"], "a level selector needs one fault family (family: rtt, bandwidth or loss)"
             )
         kind = next(iter(kinds))
         for p in pats:
@@ -505,11 +456,11 @@ class _Validator:
                 level = Level.parse(kind, p)
             except ConfigError as exc:
                 raise self.fail(
-                    raw.key_lines["level"], f"level {p!r} can never match a {families[0]} cell: {exc}"
+                    raw.lines["level"], f"level {p!r} can never match a {families[0]} cell: {exc}"
                 ) from None
             if level.label != p:
                 raise self.fail(
-                    raw.key_lines["level"], f"level {p!r} can never match: cells are labelled {level.label!r}"
+                    raw.lines["level"], f"level {p!r} can never match: cells are labelled {level.label!r}"
                 )
 
     def census_limit(self, pattern: str, value: Any, line: int) -> tuple[float | None, int, bool]:

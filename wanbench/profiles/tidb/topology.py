@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from wanbench.errors import ConfigError
-from wanbench.profiles.tidb.inputs import clean_pasted, get_float, get_int, get_str, load_yaml, where, yaml_body
+from wanbench.profiles.tidb.inputs import clean_pasted, get_float, get_int, get_str, where, yaml_body
+from wanbench.strictyaml import load_yaml
 from wanbench.topology import Component, Topology, parse_load_hosts
 
 PROFILE = "tidb"
@@ -379,7 +380,7 @@ def is_tiup_topology(data: Any) -> bool:
 def parse_tiup_topology(data: Mapping[str, Any], *, source: str = "<topology>", name: str = "") -> Topology:
     """Build the model from a tiup topology mapping, filling tiup's default ports.
 
-    Every bad value is a ``ConfigError`` at its ``file:line`` (``inputs.load_yaml`` keeps the lines).
+    Every bad value is a ``ConfigError`` at its ``file:line`` (``wanbench.strictyaml.load_yaml`` keeps the lines).
     """
     glob = data.get("global") or {}
     if not isinstance(glob, dict):

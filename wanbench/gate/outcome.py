@@ -1,0 +1,222 @@
+"""What a verdict is made of: statuses, reason codes, a check's numbers
+(``Outcome``), a cell's decision (``Verdict``). Data only: deciding is in
+``wanbench.gate.verdict``, wording in ``wanbench.gate.render``."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from wanbench.gate.budgets import CellKey, Check
+from wanbench.gate.integrity import Problem
+from wanbench.results import finite_or_none
+
+PASS = "pass"
+REGRESSION = "regression"
+IMPROVEMENT = "improvement"
+INCONCLUSIVE = "inconclusive"
+NO_BASELINE = "no-baseline"
+INCOMPARABLE = "incomparable"
+#: data a fault must never cost was lost (``wanbench.gate.integrity``): fails whatever the budgets say
+BROKEN = "broken"
+#: the cell's status is the first of these that any of its checks has
+PRIORITY = (BROKEN, REGRESSION, INCOMPARABLE, NO_BASELINE, INCONCLUSIVE, IMPROVEMENT, PASS)
+#: statuses that fail a cell (pytest), the exit status of ``compare`` and the Allure test
+FAILING = frozenset({BROKEN, REGRESSION})
+
+# Reason codes: why a check or a cell ended as it did. Decisions test these,
+# never the text of a message (the message is rendered from the same data).
+R_WITHIN = "WITHIN_BUDGET"
+R_BEYOND = "BEYOND_BUDGET"
+R_BETTER = "BETTER_BEYOND_BUDGET"
+R_ABSOLUTE_EXCEEDED = "ABSOLUTE_LIMIT_EXCEEDED"
+R_ABSOLUTE_WITHIN = "ABSOLUTE_LIMIT_MET"
+R_ZERO_REFERENCE = "ZERO_REFERENCE"
+R_RUNS_MISSING = "TOO_FEW_BASELINE_RUNS"
+R_RUNS_NOISY = "RUNS_TOO_NOISY"
+R_ROUNDS_TOO_FEW = "TOO_FEW_ROUNDS"
+R_ROUNDS_NOISY = "ROUNDS_TOO_NOISY"
+R_DRIFT_RUNS_MISSING = "LEVEL0_DRIFT_RUNS_MISSING"
+R_DRIFT_SPREAD = "LEVEL0_DRIFT_WITHIN_SPREAD"
+R_CLIENT_SATURATED = "CLIENT_SATURATED"
+R_NO_ROUNDS = "NO_ROUNDS"
+R_INCOMPARABLE = "INCOMPARABLE_ENVIRONMENT"
+R_NO_BASELINE = "NO_BASELINE"
+R_NO_CHECKS = "NO_CHECKS"
+R_CENSUS_BEYOND = "CENSUS_BEYOND_BUDGET"
+R_CENSUS_WITHIN = "CENSUS_WITHIN_BUDGET"
+#: undecided for a reason one more run of the cell could remove (``is_undecided``)
+REPEATABLE = frozenset({R_RUNS_NOISY})
+
+_NAMES = {
+    "qps": "QPS",
+    "tps": "TPS",
+    "tpmc": "tpmC",
+    "latency_ms.p50": "p50 latency",
+    "latency_ms.p95": "p95 latency",
+    "latency_ms.p99": "p99 latency",
+    "error_rate": "error rate",
+    "rto_s": "RTO",
+    "recovery_s": "recovery after the fault",
+}
+
+
+def metric_name(metric: str) -> str:
+    """``QPS``; YCSB's per-operation metrics read ``READ OPS``, ``READ p99 latency``."""
+    if metric.startswith("ops."):
+        return f"{metric[4:]} OPS"
+    if metric.startswith("latency_ms.p99."):
+        return f"{metric[len('latency_ms.p99.'):]} p99 latency"
+    return _NAMES.get(metric, metric)
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What a statistical check compares against: rounds of level 0 of the
+    same run, or one summary per accepted baseline run."""
+
+    samples: Sequence[float]
+    what: str  # "baseline" / "level 0 (rtt=0ms)" / "baseline drop"
+    detail: str  # "baseline 2026-11-20 mariadb 10.11.19" or ""
+    allow_t: bool = False  # see choose_test
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """One run of a cell, as the run-level checks see it: the median of its
+    rounds per metric and, for a faulted cell, its drop against the run's own
+    level 0. ``--gate-max-runs`` carries earlier runs of the same cell over to
+    the next invocation in this shape."""
+
+    summary: Mapping[str, float]
+    drop: Mapping[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"summary": dict(self.summary), "drop": dict(self.drop)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunSummary:
+        return cls({k: float(v) for k, v in (data.get("summary") or {}).items()},
+                   {k: float(v) for k, v in (data.get("drop") or {}).items()})
+
+    def values(self, check: Check) -> float | None:
+        source = self.drop if check.kind == "drop" else self.summary
+        return source.get(check.metric)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One check of one cell: raw statistics, then (after ``decide``) a status."""
+
+    check: Check
+    current: float
+    reference: float
+    n_current: int = 0
+    n_reference: int = 0
+    change: float = math.nan  # signed: relative (cur/ref - 1), error_rate in points
+    worse: float = math.nan  # the change in the bad direction (> 0 is worse)
+    p_worse: float = 1.0
+    p_better: float = 1.0
+    p_worse_adj: float = 1.0
+    p_better_adj: float = 1.0
+    detectable: float = math.nan  # smallest worse change this cell could flag
+    min_p: float = 0.0
+    alpha_each: float = 0.05
+    test: str = ""  # mann-whitney | welch-t (when ranks cannot reach alpha_each)
+    ci: tuple[float, float] = (math.nan, math.nan)
+    ref_what: str = ""
+    ref_detail: str = ""
+    #: accepted runs this run-level check still needs before it may judge
+    runs_missing: int = 0
+    #: a ``level0`` check: its level and level 0 are blocks of one run, measured
+    #: minutes apart, and the machine drifts between blocks as it does between
+    #: runs. The accepted runs' drops of this cell show by how much; with fewer
+    #: than the policy's ``min_runs`` (``drift_runs_missing`` > 0) a drop beyond
+    #: the budget is not called a regression. ``drift_p``: one-sided p that this
+    #: run's drop is beyond the budget, given the spread of the accepted runs' drops.
+    drift_runs: int = 0
+    drift_runs_missing: int = 0
+    drift_sd: float = math.nan
+    drift_p: float = 1.0
+    status: str = ""
+    message: str = ""
+    #: the reason code behind ``status`` (``R_*``)
+    reason: str = ""
+
+    @property
+    def statistical(self) -> bool:
+        return self.check.kind not in ("absolute", "census") and self.runs_missing == 0
+
+    @property
+    def unit(self) -> str:
+        return "run" if self.check.per_run else "round"
+
+    def to_json(self) -> dict[str, Any]:
+        num = finite_or_none
+        return {
+            "kind": self.check.kind,
+            "metric": self.check.metric,
+            "limit": self.check.limit,
+            "budget_line": self.check.line,
+            "status": self.status,
+            "current": num(self.current),
+            "reference": num(self.reference),
+            "n_current": self.n_current,
+            "n_reference": self.n_reference,
+            "change": num(self.change),
+            "p": num(self.p_worse) if self.statistical else None,
+            "p_adjusted": num(self.p_worse_adj) if self.statistical else None,
+            "p_better": num(self.p_better) if self.statistical else None,
+            "test": self.test or None,
+            "detectable_change": num(self.detectable),
+            "ratio_ci95": [num(self.ci[0]), num(self.ci[1])],
+            "unit": self.unit,
+            "runs_missing": self.runs_missing,
+            **({"drift": {"runs": self.drift_runs, "runs_missing": self.drift_runs_missing,
+                          "sd_points": num(self.drift_sd * 100), "p": num(self.drift_p)}}
+               if self.check.kind == "level0" else {}),
+            "reason": self.reason,
+            "message": self.message,
+        }
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A cell's decision as data: ``status``, the ``reasons`` (codes) behind
+    it, each check with its numbers (``outcomes``) and the integrity
+    ``problems``; ``message`` is rendered from them."""
+
+    key: CellKey
+    status: str
+    message: str
+    outcomes: tuple[Outcome, ...] = ()
+    notes: tuple[str, ...] = ()
+    baseline: Mapping[str, Any] = field(default_factory=dict)
+    alpha: float = 0.05
+    comparisons: int = 1
+    reasons: tuple[str, ...] = ()
+    problems: tuple[Problem, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return self.status
+
+    @property
+    def failing(self) -> bool:
+        return self.status in FAILING
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "reasons": list(self.reasons),
+            "message": self.message,
+            "cell": self.key.id,
+            "integrity": [p.to_json() for p in self.problems],
+            "checks": [o.to_json() for o in self.outcomes],
+            "notes": list(self.notes),
+            "baseline": dict(self.baseline),
+            "alpha": self.alpha,
+            "comparisons": self.comparisons,
+        }
