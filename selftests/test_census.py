@@ -129,3 +129,26 @@ def test_bad_census_limits_are_errors_with_the_line(limit: str, why: str) -> Non
 def test_census_metric_names_are_checked() -> None:
     with pytest.raises(ConfigError, match="must start with one of"):
         parse_budgets("profile: lab\nrules:\n  - census:\n      qps: 5%\n", source="b.yaml", profile="lab")
+
+
+def test_a_cell_the_census_decided_passes_with_its_throughput_checks_advisory(tmp_path: Path) -> None:
+    """Item 6 of the census design: a QPS check this machine's noise (or too few
+    accepted runs) leaves undecided stays in the verdict as advisory, and the
+    cell is decided by the census; a census regression still fails it."""
+    from wanbench.gate.verdict import INCONCLUSIVE, R_ADVISORY
+
+    store = BaselineStore(tmp_path / "store")
+    fp = Fingerprint("lab", {}, {}, {})
+    store.save(fp, [_with_census(W50, W0)])
+    budgets = parse_budgets(BUDGETS + "  - baseline:\n      qps: 5%\n", source="b.yaml", profile="lab")
+    judge = Judge(budgets, store.lookup(fp))
+    same = RunCell.of(_with_census(W50, W0))
+    v, _ = judge.verdict(same.key, same.samples, cells=1, census=same.census)
+    assert v.status == PASS
+    assert R_ADVISORY in v.reasons
+    assert [o.status for o in v.outcomes if o.check.kind == "baseline"] == [INCONCLUSIVE]
+    assert "decided by the census" in v.message
+    assert "advisory, not decided on this machine: QPS" in v.message
+    worse = RunCell.of(_with_census(W50, W0, extra_ms=50.0))
+    v, _ = judge.verdict(worse.key, worse.samples, cells=1, census=worse.census)
+    assert v.status == REGRESSION

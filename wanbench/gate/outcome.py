@@ -47,6 +47,12 @@ R_NO_BASELINE = "NO_BASELINE"
 R_NO_CHECKS = "NO_CHECKS"
 R_CENSUS_BEYOND = "CENSUS_BEYOND_BUDGET"
 R_CENSUS_WITHIN = "CENSUS_WITHIN_BUDGET"
+#: the census decided the cell (pass) while run-to-run checks could not: those stay advisory
+R_ADVISORY = "QPS_ADVISORY"
+#: why a check may be undecided without keeping a cell whose census decided from a verdict:
+#: the machine's noise, or too few accepted runs for a statistic (the census needs one)
+ADVISORY_REASONS = frozenset({"RUNS_TOO_NOISY", "ROUNDS_TOO_NOISY", "TOO_FEW_BASELINE_RUNS", "TOO_FEW_ROUNDS",
+                              "LEVEL0_DRIFT_RUNS_MISSING", "LEVEL0_DRIFT_WITHIN_SPREAD"})
 #: undecided for a reason one more run of the cell could remove (``is_undecided``)
 REPEATABLE = frozenset({R_RUNS_NOISY})
 

@@ -14,6 +14,7 @@ from wanbench.gate.outcome import (
     INCOMPARABLE,
     INCONCLUSIVE,
     NO_BASELINE,
+    R_ADVISORY,
     R_CLIENT_SATURATED,
     R_DRIFT_RUNS_MISSING,
     R_NO_ROUNDS,
@@ -151,4 +152,8 @@ def _render(cell: Pending, status: str, reasons: Sequence[str], outcomes: Sequen
         return (f"{label}: " + "; ".join(picked) + f" -- but the client was saturated ({cell.saturated}): "
                 "not a database regression")
     picked = [o.message for o in outcomes if o.status == status] or [f"no checks apply{notes}"]
+    if R_ADVISORY in reasons:
+        advisory = [o.message for o in outcomes if o.status == INCONCLUSIVE]
+        return (f"{label}: decided by the census: " + "; ".join(picked) + " -- advisory, not decided on this "
+                "machine: " + "; ".join(advisory))
     return f"{label}: " + "; ".join(picked)

@@ -40,6 +40,7 @@ from wanbench.gate.baseline import Lookup, Samples
 from wanbench.gate.budgets import Budgets, CellKey
 from wanbench.gate.integrity import Problem
 from wanbench.gate.outcome import (
+    ADVISORY_REASONS,
     BROKEN,
     FAILING,
     IMPROVEMENT,
@@ -50,6 +51,7 @@ from wanbench.gate.outcome import (
     PRIORITY,
     R_ABSOLUTE_EXCEEDED,
     R_ABSOLUTE_WITHIN,
+    R_ADVISORY,
     R_BETTER,
     R_BEYOND,
     R_CENSUS_BEYOND,
@@ -166,6 +168,14 @@ def _status_and_reasons(cell: Pending, outcomes: Sequence[Outcome],
     if status == REGRESSION and cell.saturated:
         status = INCONCLUSIVE  # the load generator, not the database, was the bottleneck
         reasons.append(R_CLIENT_SATURATED)
+    census = [o for o in outcomes if o.check.kind == "census"]
+    undecided = [o for o in outcomes if o.status == INCONCLUSIVE]
+    if (status == INCONCLUSIVE and census and all(o.status == PASS for o in census) and not cell.no_rounds
+            and all(o.reason in ADVISORY_REASONS for o in undecided)):
+        # What the fault acts on was counted and is within budget: the cell is decided. The
+        # throughput checks this machine's noise leaves undecided are kept, as advisory.
+        status = PASS
+        reasons.append(R_ADVISORY)
     if not outcomes and not reasons:
         reasons.append(R_NO_CHECKS)
     for o in outcomes:
