@@ -148,8 +148,8 @@ def _judge(o: Outcome, alpha: float) -> Outcome:
     )
 
 
-def _status_and_reasons(cell: Pending, outcomes: Sequence[Outcome],
-                        problems: Sequence[Problem]) -> tuple[str, list[str]]:
+def _status_and_reasons(cell: Pending, outcomes: Sequence[Outcome], problems: Sequence[Problem],
+                        advisory: frozenset[str] = ADVISORY_REASONS) -> tuple[str, list[str]]:
     """The one place a cell's status is decided, from its checks' statuses and the cell's facts."""
     statuses = {o.status for o in outcomes}
     reasons = [p.code for p in problems]
@@ -171,7 +171,7 @@ def _status_and_reasons(cell: Pending, outcomes: Sequence[Outcome],
     census = [o for o in outcomes if o.check.kind == "census"]
     undecided = [o for o in outcomes if o.status == INCONCLUSIVE]
     if (status == INCONCLUSIVE and census and all(o.status == PASS for o in census) and not cell.no_rounds
-            and all(o.reason in ADVISORY_REASONS for o in undecided)):
+            and all(o.reason in advisory for o in undecided)):
         # What the fault acts on was counted and is within budget: the cell is decided. The
         # throughput checks this machine's noise leaves undecided are kept, as advisory.
         status = PASS
@@ -184,9 +184,13 @@ def _status_and_reasons(cell: Pending, outcomes: Sequence[Outcome],
     return status, reasons
 
 
-def decide(cell: Pending, *, alpha: float, comparisons: int = 1, problems: Sequence[Problem] = ()) -> Verdict:
+def decide(cell: Pending, *, alpha: float, comparisons: int = 1, problems: Sequence[Problem] = (),
+           repeating: bool = False) -> Verdict:
+    """``repeating``: the session repeats undecided cells (``--gate-max-runs``),
+    so a check that one more run could decide is not made advisory."""
     outcomes = tuple(_judge(o, alpha) for o in cell.outcomes)
-    status, reasons = _status_and_reasons(cell, outcomes, problems)
+    advisory = ADVISORY_REASONS - REPEATABLE if repeating else ADVISORY_REASONS
+    status, reasons = _status_and_reasons(cell, outcomes, problems, advisory)
     return Verdict(
         cell.key,
         status,
@@ -280,4 +284,4 @@ class Judge:
         alpha = self.budgets.policy.alpha
         pending = self.pending(key, samples, alpha_cell=alpha / m, client=client, census=census)
         correct_online(pending, m)
-        return decide(pending, alpha=alpha, comparisons=m, problems=problems), pending
+        return decide(pending, alpha=alpha, comparisons=m, problems=problems, repeating=looks > 1), pending
