@@ -234,3 +234,31 @@ def test_an_orphaned_lab_is_stopped_under_its_lock_and_nothing_else_is(tmp_path:
         assert not any(pid_alive(p) for p in servers)
     finally:
         cli("lab", "down", "--dir", str(run_dir), "--port-base", str(base))
+
+
+def test_a_runner_killed_before_its_watchdog_is_up_leaves_no_lab(tmp_path: Path) -> None:
+    """kill -9 between the lab's start and the session's watchdog (the run only
+    started the lab): the lab's guard stops it within seconds."""
+    run_dir, base = tmp_path / "lab", 23530
+    code = ("import sys, threading; from wanbench.profiles.lab.servers import Lab; "
+            f"Lab({str(run_dir)!r}, {base}).up(); print('UP', flush=True); threading.Event().wait()")
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "UP"
+        pids = recorded_pids(run_dir)
+        guard = json.loads((run_dir / "guard.pid").read_text())["pid"]
+        assert pid_alive(guard)
+        assert not (run_dir / "watchdog.pid").exists()  # nobody else would stop it
+        proc.kill()
+        proc.wait(timeout=30)
+        wait_for(lambda: not any(pid_alive(p) for p in [*pids, guard]), what="the guard to stop the lab",
+                 timeout=60)
+        assert not run_dir.exists()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        if proc.stdout is not None:
+            proc.stdout.close()
+        cli("lab", "down", "--dir", str(run_dir), "--port-base", str(base))

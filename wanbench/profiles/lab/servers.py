@@ -25,6 +25,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
@@ -342,6 +343,8 @@ class Lab:
                           semisync_timeout_ms=self.requested_semisync_timeout_ms)
         self._started_here = True
         try:
+            if owner_info["kind"] == "session":
+                self._start_guard(int(owner_info["pid"]), int(owner_info["start_time"]))
             self._start_toxiproxy()
             self._start_mariadb("primary", server_id=1)
             self._init_primary(password)
@@ -356,12 +359,21 @@ class Lab:
             raise
         return True
 
+    def _start_guard(self, pid: int, start: int) -> None:
+        """The guard (``profiles/lab/guard.py``) stops this lab if its session dies before the
+        session's watchdog is up; spawned before any server, so no window is left."""
+        spawn("guard", [sys.executable, "-m", "wanbench.profiles.lab.guard", "--lab-dir", str(self.run_dir),
+                        "--port-base", str(self.port_base), "--owner-pid", str(pid), "--owner-start", str(start)],
+              log=self.run_dir / "guard.log", pid_file=self.run_dir / "guard.pid",
+              cwd=PROJECT_ROOT if IN_CHECKOUT else None)
+
     def _down(self, *, spare: int | None = None) -> list[str]:
         done: list[str] = []
         done += LabPrometheus(self.run_dir, self.port_base).down()  # started with --lab-prometheus
-        wd = ProcessHandle.load(self.run_dir / "watchdog.pid")
-        if wd and wd.pid != spare and wd.stop(timeout=5):
-            done.append(f"stopped watchdog pid {wd.pid}")
+        for helper in ("watchdog", "guard"):
+            h = ProcessHandle.load(self.run_dir / f"{helper}.pid")
+            if h and h.pid != spare and h.stop(timeout=5):
+                done.append(f"stopped {helper} pid {h.pid}")
         done += self.clear_faults()
         for service in ("haproxy", "replica", "primary", "toxiproxy"):
             h = self.handle(service)
