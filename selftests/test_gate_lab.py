@@ -56,7 +56,8 @@ def test_unchanged_code_rerun_as_separate_invocations_is_never_a_regression(kept
     for _ in range(2):
         again = run_suite(*common(kept_lab, store, *matrix), timeout=600)
         lines = verdict_lines(again.stdout)
-        assert again.returncode == 0, again.stdout[-3000:]
+        failed = again.stdout[again.stdout.find("= FAILURES ="):][:3000]
+        assert again.returncode == 0, "\n".join(lines) + "\n" + failed
         assert not [ln for ln in lines if ln.startswith("[regression]")], lines
         assert "failed" not in again.stdout.splitlines()[-1]
 

@@ -15,7 +15,8 @@ physics, which drift cannot move:
 - ``bytes_per_op.<server>``: bytes each server sent and received per
   operation (MariaDB's ``Bytes_sent`` + ``Bytes_received``: every link into
   that server, clients and replication alike), exact counters over the
-  measured window divided by the operations in it. The per-link split from
+  measured windows divided by the operations in them (totals over totals:
+  a rate over a window that opened late would not be). The per-link split from
   the sockets (``link_bytes_per_op``) is reported beside it, not gated: a
   socket's counters die with it, so a link loses up to its last second.
 - ``work.<server>.<counter>``: server work per operation from ``SHOW GLOBAL
@@ -75,12 +76,13 @@ def _f(x: Any) -> float:
     return v
 
 
-def ops_per_s(cell: Mapping[str, Any]) -> float:
-    """Operations per second over the cell's measured rounds: sysbench events
-    (transactions; one statement each for the probes), whose latency the
-    rounds report, so a release that adds a statement to each operation shows
-    as more statements and round trips per operation."""
+def operations(cell: Mapping[str, Any]) -> tuple[float, float, int]:
+    """(operations, seconds, rounds) over the cell's measured rounds: sysbench
+    events (transactions; one statement each for the probes), whose latency
+    the rounds report, so a release that adds a statement to each operation
+    shows as more statements and round trips per operation."""
     events = seconds = 0.0
+    n = 0
     for r in cell.get("rounds") or []:
         sec = _f(r.get("seconds"))
         rate = _f(r.get("tps"))
@@ -89,7 +91,28 @@ def ops_per_s(cell: Mapping[str, Any]) -> float:
         if math.isfinite(sec) and sec > 0 and math.isfinite(rate):
             events += rate * sec
             seconds += sec
+            n += 1
+    return events, seconds, n
+
+
+def ops_per_s(cell: Mapping[str, Any]) -> float:
+    """Operations per second over the cell's measured rounds (``operations``)."""
+    events, seconds, _n = operations(cell)
     return events / seconds if seconds > 0 else math.nan
+
+
+def _per_op(ev: Mapping[str, Any], cell: Mapping[str, Any]) -> tuple[Mapping[str, Any], float]:
+    """The server counters and what divides them into per-operation values.
+
+    Totals over the windows (``counters``) divided by the operations of the
+    same rounds, when every round has its window: exact whatever the
+    machine's pace. Otherwise (a lost window; TiDB, whose counters are
+    Prometheus rates) rates divided by operations per second."""
+    events, _seconds, rounds = operations(cell)
+    totals = ev.get("counters")
+    if isinstance(totals, Mapping) and totals and ev.get("windows") == rounds and events > 0:
+        return totals, events
+    return ev.get("counters_per_s") or {}, ops_per_s(cell)
 
 
 def mean_latency_ms(cell: Mapping[str, Any]) -> float:
@@ -153,14 +176,15 @@ def census_of(cell: Mapping[str, Any], level0: Mapping[str, Any] | None = None,
                 links[link] = round(total / ops, 1)
         if links:  # a picture, not gated: socket counters lose a closing socket's last second
             out["link_bytes_per_op"] = links
-        for server, counters in sorted((ev.get("counters_per_s") or {}).items()):
+        counted, divisor = _per_op(ev, cell)
+        for server, counters in sorted(counted.items()):
             sent, received = _f(counters.get("Bytes_sent")), _f(counters.get("Bytes_received"))
             if math.isfinite(sent) and math.isfinite(received):
-                metrics[f"bytes_per_op.{server}"] = _metric((sent + received) / ops, UNITS["bytes_per_op"], 1)
+                metrics[f"bytes_per_op.{server}"] = _metric((sent + received) / divisor, UNITS["bytes_per_op"], 1)
             for name, sources in WORK.items():
                 vals = [_f(counters.get(c)) for c in sources if c in counters]
                 if vals and all(math.isfinite(v) for v in vals):
-                    metrics[f"work.{server}.{name}"] = _metric(sum(vals) / ops, f"{name} {UNITS['work']}")
+                    metrics[f"work.{server}.{name}"] = _metric(sum(vals) / divisor, f"{name} {UNITS['work']}")
     return out
 
 

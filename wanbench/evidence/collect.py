@@ -484,13 +484,20 @@ def evidence_from_windows(pairs: Sequence[tuple[Snapshot, Snapshot]], cpu_sets: 
         ev["commits_per_s"] = commits
     ev["latency_ms"] = lat
     rates: dict[str, dict[str, float]] = {}
+    totals: dict[str, dict[str, float]] = {}
     for server in sorted(servers):
         for name in WORK_COUNTERS:
             v = _delta(pairs, functools.partial(_status, server, name))
             if v is not None:
                 rates.setdefault(server, {})[name] = round(v / wall, 3)
+                totals.setdefault(server, {})[name] = v
     if rates:
         ev["counters_per_s"] = rates
+        # the census divides these by the operations of the same rounds: the server
+        # counters are read before the load starts (``prepare``), the window opens when
+        # its first line is out, so a rate over the window is inflated when that line
+        # comes late (a busy machine), a total never is
+        ev["counters"] = totals
     links: dict[str, Any] = {}
     names_l = sorted(set.intersection(*(set(a.links) & set(b.links) for a, b in pairs)))
     for name in names_l:
