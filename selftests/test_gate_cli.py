@@ -163,9 +163,9 @@ def test_pytest_and_compare_give_the_same_verdict_on_the_same_data(tmp_path: Pat
     """The gate as pytest runs it (``Gate.judge_cell``, cell by cell) and
     ``compare`` on the results file decide every cell alike: regression,
     inconclusive, pass, the drop against level 0 and the saturated client."""
-    from wanbench.fixtures.gate import Gate
     from wanbench.gate.baseline import cell_key
     from wanbench.gate.budgets import default_budgets_path, load_budgets
+    from wanbench.pytest_plugin.gate import Gate
 
     fp = Fingerprint.from_context(CTX)
     store = BaselineStore(tmp_path / "store")

@@ -1,5 +1,8 @@
-"""The library's import graph has no circles, and the library never imports
-pytest's glue: read from the source with the standard library alone."""
+"""The import graph has no circles, the library never imports pytest's glue,
+and the plugin's machinery never imports the fixtures or a family: read from
+the source with the standard library alone. The glue is two parts:
+``wanbench/pytest_plugin/`` (options, hooks, scheduling, reporting, the gate)
+and the top-level ``fixtures/`` (shipped as ``wanbench.fixtures``)."""
 
 from __future__ import annotations
 
@@ -8,10 +11,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "wanbench"
+#: the checkout's fixtures/, the ``wanbench.fixtures`` package (setup.py maps it)
+FIXTURES = ROOT / "fixtures"
 
 
 def module_name(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[0] == "fixtures":
+        parts.insert(0, "wanbench")
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -54,7 +61,7 @@ def is_glue(module: str) -> bool:
 
 def graph(*, glue: bool = False) -> dict[str, set[str]]:
     """The import graph of the library (with ``glue``: of the pytest glue too)."""
-    files = sorted(PACKAGE.rglob("*.py"))
+    files = sorted(PACKAGE.rglob("*.py")) + sorted(FIXTURES.rglob("*.py"))
     modules = {module_name(f) for f in files}
     return {module_name(f): imports_of(f, modules) for f in files if glue or not is_glue(module_name(f))}
 
@@ -97,6 +104,22 @@ def cycles(g: dict[str, set[str]]) -> list[list[str]]:
 def test_no_import_circles_inside_the_library() -> None:
     found = cycles(graph())
     assert not found, "import circles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_no_import_circles_in_the_plugin_and_fixtures_either() -> None:
+    found = cycles(graph(glue=True))
+    assert not found, "import circles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_the_machinery_never_imports_the_fixtures() -> None:
+    """The hub knows the fixture modules and families only by name (its
+    ``pytest_plugins`` table); what they add reaches it through wanbench's hooks."""
+    g = graph(glue=True)
+    assert "wanbench.pytest_plugin.reporting" in g
+    assert "wanbench.fixtures.tpcc" in g
+    bad = {m: sorted(t for t in targets if t.startswith("wanbench.fixtures"))
+           for m, targets in g.items() if m.startswith("wanbench.pytest_plugin")}
+    assert not {m: t for m, t in bad.items() if t}, bad
 
 
 def test_the_library_never_imports_the_pytest_glue() -> None:

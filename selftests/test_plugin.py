@@ -51,7 +51,7 @@ def test_cell(scenario, record, gate, request):
                          latency_ms=Latency(avg=8.0, min=1.0, p50=7.0, p90=12.0, p95=15.0, p99=20.0, p999=30.0,
                                             max=40.0))
                    for q in QPS[scenario])
-    from wanbench.fixtures.progress import note
+    from wanbench.pytest_plugin.progress import note
     for i in range(1, 3):
         note(request.config, f"  round {i}/2 of {scenario}")
     cell = record(WorkloadResult("probe_read", 8, rounds, rounds[0].latency_ms, errors=sum(r.errors for r in rounds)),

@@ -31,7 +31,7 @@ from selftests.test_report_samples import make_cell
 from wanbench.report.allure_out import add_secret, attach_cell
 
 SEEN = {}
-# what fixtures/gate.py puts on the cell (Verdict.to_json), after attach_cell ran
+# what wanbench/pytest_plugin/gate.py puts on the cell (Verdict.to_json), after attach_cell ran
 REGRESSION = {"status": "regression", "cell": "rtt/replica_write/200ms/c1000",
               "message": "replica_write rtt=200ms c=1000: QPS 3030 is 8.2% below baseline 3300 (budget 5%, p=0.04)",
               "checks": [{"kind": "baseline", "metric": "qps", "limit": 0.05, "budget_line": 7, "status": "regression",

@@ -81,7 +81,7 @@ def test_number_format(value: float, unit: str, text: str) -> None:
 
 
 def test_gate_verdict_supplies_baseline_budgets_and_short_message() -> None:
-    """The shape fixtures/gate.py stores on the cell (Verdict.to_json)."""
+    """The shape wanbench/pytest_plugin/gate.py stores on the cell (Verdict.to_json)."""
     verdict = {
         "status": "inconclusive", "message": "replica_write rtt=50ms c=50: QPS 844 is 26.5% above baseline 667, " * 8,
         "checks": [{"kind": "baseline", "metric": "qps", "limit": 0.05, "budget_line": 17, "status": "inconclusive",

@@ -16,7 +16,7 @@ import jsonschema
 import pytest
 
 from selftests.test_report_samples import make_cell
-from wanbench.fixtures.reporting import ResultsSink
+from wanbench.pytest_plugin.reporting import ResultsSink
 from wanbench.results import (
     CellResult,
     Latency,

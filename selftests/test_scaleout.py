@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from wanbench.errors import ConfigError
-from wanbench.fixtures.scaleout import ClusterScheduling, Controller, group_of, split_crashed
+from wanbench.pytest_plugin.scaleout import ClusterScheduling, Controller, group_of, split_crashed
 from wanbench.results import CellResult, Latency, Round, SeriesPoint, WorkloadResult
 from wanbench.scaleout import LAB_PORT_STRIDE, check_workers, lab_dir_of, plan_clusters, split_cpus
 
@@ -288,7 +288,7 @@ def test_the_controller_repeats_the_workers_undecided_cells(monkeypatch: pytest.
     """--gate-max-runs over several clusters: the next invocation gets the
     undecided cells and their level-0 siblings by node id, and a chain file
     with each undecided cell's run so far, as a one-process run would."""
-    from wanbench.fixtures import gate as gate_mod
+    from wanbench.pytest_plugin import gate as gate_mod
 
     meta = {"run_index": 1, "max_runs": 3, "alpha": 0.05, "cells_planned": 3, "source": "b.yaml", "fingerprint": {}}
     level0 = "rtt/replica_write/0ms/c=4/proxy/write_probe"

@@ -5,7 +5,7 @@
 plan, without pytest: what the clusters are called, where each lab lives
 (run directory, port block), which CPUs each worker and everything it starts
 may use, and whether a baseline recorded on one cluster may judge another.
-``wanbench/fixtures/scaleout.py`` wires it into pytest and xdist.
+``wanbench/pytest_plugin/scaleout.py`` wires it into pytest and xdist.
 
 Equivalence: the labs of ``--labs N`` are equivalent by construction. A lab
 is built afresh for every invocation (new data directory, new processes), so

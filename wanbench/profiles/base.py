@@ -5,7 +5,7 @@ A profile is a kind of cluster under test: the embedded lab
 (``wanbench.profiles.lab.cluster.LabCluster``) or a tiup-deployed TiDB cluster
 (``wanbench.profiles.tidb.cluster.TidbCluster``). Each implements every method
 below for real, so the fixtures call them without asking which profile they
-have (``wanbench/fixtures/cluster.py`` types its cluster as ``Cluster`` and
+have (``fixtures/cluster.py`` types its cluster as ``Cluster`` and
 mypy checks both classes against it). How a profile puts a fault in place
 (which mechanism, on which host) is its own business, behind ``apply`` and
 ``clear``; it is not part of the shape.

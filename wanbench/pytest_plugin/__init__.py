@@ -22,25 +22,30 @@ from typing import Any
 
 import pytest
 
-from wanbench.fixtures.families import FAMILIES
+from wanbench.pytest_plugin.families import FAMILIES
 
 pytest_plugins = [
-    "wanbench.fixtures.options",
-    "wanbench.fixtures.handover",
-    "wanbench.fixtures.progress",
-    "wanbench.fixtures.scaleout",
+    # the machinery: options, the hand-over between xdist processes, progress,
+    # scheduling over several clusters, the profile, the results, the gate, Allure
+    "wanbench.pytest_plugin.options",
+    "wanbench.pytest_plugin.handover",
+    "wanbench.pytest_plugin.progress",
+    "wanbench.pytest_plugin.scaleout",
+    "wanbench.pytest_plugin.profile",
+    "wanbench.pytest_plugin.reporting",
+    "wanbench.pytest_plugin.gate",
+    "wanbench.pytest_plugin.allure_report",
+    # the fixtures the tests use (fixtures/ in the checkout, wanbench.fixtures in the wheel)
     "wanbench.fixtures.cluster",
     "wanbench.fixtures.faults",
     "wanbench.fixtures.evidence",
     "wanbench.fixtures.workloads",
-    "wanbench.fixtures.reporting",
-    "wanbench.fixtures.gate",
+    "wanbench.fixtures.results",
+    # the families (one module each: its matrix, fixtures, tables and summary)
     "wanbench.fixtures.sysbench",
     "wanbench.fixtures.tpcc",
     "wanbench.fixtures.ycsb",
-    "wanbench.fixtures.allure_report",
     "wanbench.fixtures.availability",
-    # -- plugin modules: add below --
 ]
 
 #: marker name -> description: the performance families (``FAMILIES``), then the self-tests' markers.
@@ -51,6 +56,12 @@ MARKERS = {
     "netns": "self-test that builds network-namespace hosts (needs root)",
     "slow": "self-test that takes more than a few seconds",
 }
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from wanbench.pytest_plugin import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -1,0 +1,31 @@
+"""wanbench's own hooks: how a family adds to what every cell records.
+
+The plugin's machinery (reporting, the gate) never imports a family. A
+family module (a ``wanbench.fixtures`` module, or a user's conftest) that
+knows something more about a measured cell, or has its own table for the
+results JSON, implements these hooks, as pytest-xdist (``pytest_xdist_*``)
+and pytest-benchmark (``pytest_benchmark_*``) name theirs.
+docs/architecture.md shows a whole family built this way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+
+@pytest.hookspec
+def pytest_wanbench_cell_recorded(request: pytest.FixtureRequest, cell: Any) -> None:
+    """``cell`` (a ``wanbench.results.CellResult``) was measured by ``request``'s
+    test and is about to be kept: add what this family knows of it to
+    ``cell.extra`` (evidence of the servers, a heartbeat's summary). Called
+    before the results JSON, Allure and the gate see the cell."""
+
+
+@pytest.hookspec
+def pytest_wanbench_result_tables(cells: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Tables for the results JSON (``tables``), by name, from the session's
+    cells (their JSON): e.g. ``{"tpcc": [row, ...]}``. Return None when this
+    family has none. A table that raises is kept as its error, never at the
+    cost of the results file."""
