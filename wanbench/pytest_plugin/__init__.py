@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from wanbench.pytest_plugin.families import FAMILIES
+from wanbench.pytest_plugin.families import families_of
 
 pytest_plugins = [
     # the machinery: options, the hand-over between xdist processes, progress,
@@ -48,10 +48,10 @@ pytest_plugins = [
     "wanbench.fixtures.availability",
 ]
 
-#: marker name -> description: the performance families (``FAMILIES``), then the self-tests' markers.
-#: The only place markers are registered (``pytest.ini`` lists none), so the list cannot drift.
+#: marker name -> description: the self-tests' markers. With the families' (``families_of``: the
+#: built-in ``FAMILIES`` and the ``pytest_wanbench_families`` hook's), the only place markers are
+#: registered (``pytest.ini`` lists none), so the list cannot drift.
 MARKERS = {
-    **FAMILIES,
     "lab": "self-test that starts real lab servers (MariaDB, HAProxy, Toxiproxy)",
     "netns": "self-test that builds network-namespace hosts (needs root)",
     "slow": "self-test that takes more than a few seconds",
@@ -68,7 +68,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # A user's own pytest.ini may declare the same markers: add only the
     # missing ones, so `pytest --markers` lists each once.
     known = {line.split(":", 1)[0].split("(", 1)[0].strip() for line in config.getini("markers")}
-    for name, text in MARKERS.items():
+    for name, text in {**families_of(config), **MARKERS}.items():
         if name not in known:
             config.addinivalue_line("markers", f"{name}: {text}")
 

@@ -29,3 +29,11 @@ def pytest_wanbench_result_tables(cells: list[dict[str, Any]]) -> dict[str, Any]
     cells (their JSON): e.g. ``{"tpcc": [row, ...]}``. Return None when this
     family has none. A table that raises is kept as its error, never at the
     cost of the results file."""
+
+
+@pytest.hookspec
+def pytest_wanbench_families() -> dict[str, str] | None:
+    """Performance families this plugin adds: marker name -> description.
+    Their tests are measured cells (counted by the progress lines, scheduled
+    by scenario over several clusters, refused under xdist on one cluster)
+    and their markers are registered for ``--strict-markers``."""

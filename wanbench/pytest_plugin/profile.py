@@ -15,7 +15,7 @@ import pytest
 
 from wanbench.errors import ConfigError
 from wanbench.faults.base import FAMILY_KIND
-from wanbench.pytest_plugin.families import PERF_MARKERS
+from wanbench.pytest_plugin.families import family_marker
 from wanbench.pytest_plugin.scaleout import plan_of
 from wanbench.topology import Scenario, Topology, load_catalog
 
@@ -72,7 +72,7 @@ _REFUSED = pytest.StashKey[bool]()
 
 
 def _is_cell(item: pytest.Item) -> bool:
-    return any(item.get_closest_marker(m) for m in PERF_MARKERS)
+    return family_marker(item) is not None
 
 
 #: families whose load generator cannot run on load hosts (yet): skipped with --load-hosts
