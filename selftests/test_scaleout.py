@@ -105,8 +105,12 @@ def test_workers_must_match_the_clusters() -> None:
 # -- grouping -------------------------------------------------------------------------------
 
 
+#: a config with the built-in families only (no plugin adds one through pytest_wanbench_families)
+_CONFIG = SimpleNamespace(stash={}, hook=SimpleNamespace(pytest_wanbench_families=lambda: []))
+
+
 def _item(nodeid: str, marker: str | None, **params: Any) -> Any:
-    return SimpleNamespace(nodeid=nodeid, callspec=SimpleNamespace(params=params),
+    return SimpleNamespace(nodeid=nodeid, callspec=SimpleNamespace(params=params), config=_CONFIG,
                            get_closest_marker=lambda name: object() if name == marker else None)
 
 
@@ -122,7 +126,7 @@ def test_a_scenarios_levels_and_concurrencies_form_one_group() -> None:
     oltp = SimpleNamespace(workload="oltp_read_only")
     assert group_of(_item("t.py::test_oltp[a]", "sysbench", oltp_cell=oltp)) == "sysbench/oltp_read_only"
     assert group_of(_item("t.py::test_tpcc[w1-t4]", "tpcc", tpcc_cell=object())) == "t.py::test_tpcc[w1-t4]"
-    plain = SimpleNamespace(nodeid="t.py::test_x", get_closest_marker=lambda name: None)
+    plain = SimpleNamespace(nodeid="t.py::test_x", config=_CONFIG, get_closest_marker=lambda name: None)
     assert group_of(plain) == "t.py::test_x"
 
 
@@ -288,6 +292,7 @@ def test_the_controller_repeats_the_workers_undecided_cells(monkeypatch: pytest.
     """--gate-max-runs over several clusters: the next invocation gets the
     undecided cells and their level-0 siblings by node id, and a chain file
     with each undecided cell's run so far, as a one-process run would."""
+    from wanbench.pytest_plugin import chain
     from wanbench.pytest_plugin import gate as gate_mod
 
     meta = {"run_index": 1, "max_runs": 3, "alpha": 0.05, "cells_planned": 3, "source": "b.yaml", "fingerprint": {}}
@@ -309,13 +314,13 @@ def test_the_controller_repeats_the_workers_undecided_cells(monkeypatch: pytest.
         seen["chain"] = json.loads(Path(argv[argv.index("--gate-chain") + 1]).read_text())
         return 0
 
-    monkeypatch.setattr(gate_mod, "_run_chained", fake_run)
+    monkeypatch.setattr(chain, "_run_chained", fake_run)
     options = {"gate_chain": None, "results_json": None}
     config = SimpleNamespace(getoption=lambda name, default=None: options.get(name, default),
                              invocation_params=SimpleNamespace(args=("-n", "2", "--labs", "2", "tests/rtt")),
                              args=["tests/rtt"], pluginmanager=SimpleNamespace(get_plugin=lambda name: None))
     session = SimpleNamespace(config=config, exitstatus=0)
-    gate_mod._repeat_merged(session, tally)  # type: ignore[arg-type]
+    chain._repeat_merged(session, tally)  # type: ignore[arg-type]
     argv = seen["argv"]
     assert argv[:4] == ["-n", "2", "--labs", "2"]  # the same clusters again
     assert argv[4:6] == ["t.py::test_rtt[replica_write-0ms-c4]", "t.py::test_rtt[replica_write-20ms-c4]"]

@@ -34,6 +34,7 @@ pytest_plugins = [
     "wanbench.pytest_plugin.profile",
     "wanbench.pytest_plugin.reporting",
     "wanbench.pytest_plugin.gate",
+    "wanbench.pytest_plugin.chain",
     "wanbench.pytest_plugin.allure_report",
     # the fixtures the tests use (fixtures/ in the checkout, wanbench.fixtures in the wheel)
     "wanbench.fixtures.cluster",
