@@ -11,7 +11,8 @@ import pytest
 from selftests.fake_pd import FakePD
 from wanbench.errors import ConfigError
 from wanbench.profiles.tidb.pd import PDClient, PDError, PendingPeerSampler, discover_leader
-from wanbench.profiles.tidb.topology import load_cluster, pd_leader
+from wanbench.profiles.tidb.topology import load_cluster
+from wanbench.profiles.tidb.views import pd_leader
 from wanbench.wait import wait_for
 
 DATA = Path(__file__).parent / "data"

@@ -19,7 +19,9 @@ import pytest
 
 from wanbench.errors import ConfigError
 from wanbench.profiles.lab.servers import PROJECT_ROOT
-from wanbench.profiles.tidb.topology import cluster_settings, load_cluster, static_view
+from wanbench.profiles.tidb.model import cluster_settings
+from wanbench.profiles.tidb.topology import load_cluster
+from wanbench.profiles.tidb.views import static_view
 from wanbench.topology import Topology
 
 DATA = Path(__file__).parent / "data"

@@ -12,6 +12,7 @@ from wanbench.errors import ConfigError, InfrastructureError
 from wanbench.executors import Executor, LocalExecutor
 from wanbench.executors.ssh import SSHExecutor
 from wanbench.faults.base import FAMILY_KIND, Level
+from wanbench.profiles.tidb.model import cluster_settings
 from wanbench.profiles.tidb.plan import (
     CLIENT,
     HostPlan,
@@ -22,7 +23,8 @@ from wanbench.profiles.tidb.plan import (
     tc_peers,
     tc_renderer,
 )
-from wanbench.profiles.tidb.topology import cluster_settings, load_cluster, with_pd_leader
+from wanbench.profiles.tidb.topology import load_cluster
+from wanbench.profiles.tidb.views import with_pd_leader
 from wanbench.topology import Scenario, load_catalog
 
 DATA = Path(__file__).parent / "data"

@@ -12,15 +12,17 @@ from pathlib import Path
 import pytest
 
 from wanbench.errors import ConfigError
-from wanbench.profiles.tidb.topology import (
+from wanbench.profiles.tidb.model import (
     LABEL_DASHBOARD,
     LABEL_LEADER,
     LABEL_MONITORING,
     LABEL_UNKNOWN,
-    SYSBENCH_IGNORE_ERRORS,
     cluster_settings,
+)
+from wanbench.profiles.tidb.topology import load_cluster
+from wanbench.profiles.tidb.views import (
+    SYSBENCH_IGNORE_ERRORS,
     fault_components,
-    load_cluster,
     parse_load_host,
     parse_pd_urls,
     pd_client_urls,

@@ -230,7 +230,7 @@ def pick_target(topology: Topology, scenario: Scenario) -> tuple[Topology, Compo
     what a failure looks like. The chosen instance gets ``TARGET_LABEL`` so the
     fault plan can select it alone.
     """
-    from wanbench.profiles.tidb.topology import fault_components
+    from wanbench.profiles.tidb.views import fault_components
 
     eligible = {c.name for c in fault_components(topology)}
     found = sorted((c for c in topology.select(scenario.target) if c.name in eligible), key=lambda c: c.name)
@@ -290,7 +290,7 @@ class TidbOutages:
         state_dir_for: Callable[[str], str] | None = None,
         keeper: LeaseKeeper | None = None,
     ) -> None:
-        from wanbench.profiles.tidb.topology import cluster_settings
+        from wanbench.profiles.tidb.model import cluster_settings
 
         self.topology = topology
         self.executors = executors

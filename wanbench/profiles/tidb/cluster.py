@@ -22,6 +22,7 @@ from wanbench.faults.deadman import DEFAULT_LEASE_S, RunInfo
 from wanbench.faults.lease import LeaseKeeper
 from wanbench.profiles.base import Credentials, DryRun, SqlTarget, client_facts
 from wanbench.profiles.tidb.facts import SQLTarget, collect_facts
+from wanbench.profiles.tidb.model import cluster_settings
 from wanbench.profiles.tidb.pd import LeaderDiscovery, PDClient, PendingPeerSampler, discover_leader
 from wanbench.profiles.tidb.plan import (
     FaultPlan,
@@ -38,7 +39,7 @@ from wanbench.profiles.tidb.plan import (
     tc_mechanisms,
     tc_renderer,
 )
-from wanbench.profiles.tidb.topology import cluster_settings, pd_client_urls, sql_endpoints, workload_settings
+from wanbench.profiles.tidb.views import pd_client_urls, sql_endpoints, workload_settings
 from wanbench.topology import LoadHost, Scenario, Topology, parse_load_hosts
 
 

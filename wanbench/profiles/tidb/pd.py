@@ -22,7 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from wanbench.errors import ConfigError, InfrastructureError
-from wanbench.profiles.tidb.topology import pd_client_urls, pd_leader, with_pd_leader
+from wanbench.profiles.tidb.views import pd_client_urls, pd_leader, with_pd_leader
 from wanbench.topology import Topology
 
 LEADER = "/pd/api/v1/leader"

@@ -35,7 +35,8 @@ from wanbench.errors import ConfigError, HostKeyError, HostUnreachableError, Inf
 from wanbench.executors.base import Executor
 from wanbench.faults.base import Level
 from wanbench.faults.tc import PeerMatch
-from wanbench.profiles.tidb.topology import cluster_settings, fault_components
+from wanbench.profiles.tidb.model import cluster_settings
+from wanbench.profiles.tidb.views import fault_components
 from wanbench.topology import Component, Scenario, Topology
 
 CLIENT = "client"
