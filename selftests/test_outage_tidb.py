@@ -21,7 +21,7 @@ from wanbench.faults.lease import LeaseKeeper
 from wanbench.faults.outage import OutageKind, TidbOutages
 from wanbench.netns import NetnsNetwork
 from wanbench.profiles.tidb.model import LABEL_LEADER
-from wanbench.profiles.tidb.plan import ssh_executors
+from wanbench.profiles.tidb.preflight import ssh_executors
 from wanbench.profiles.tidb.topology import load_cluster
 from wanbench.topology import Topology, load_catalog
 

@@ -22,7 +22,9 @@ from wanbench.executors.ssh import SSHExecutor
 from wanbench.faults.base import Fault, FaultKind, Level
 from wanbench.faults.tc import PeerMatch, TcMechanism
 from wanbench.netns import NetnsNetwork
-from wanbench.profiles.tidb.plan import plan_fault, ssh_bypass_ports, ssh_executors, tc_mechanisms
+from wanbench.profiles.tidb.plan import plan_fault
+from wanbench.profiles.tidb.preflight import ssh_executors
+from wanbench.profiles.tidb.tcplan import ssh_bypass_ports, tc_mechanisms
 from wanbench.profiles.tidb.topology import load_cluster
 from wanbench.topology import load_catalog
 

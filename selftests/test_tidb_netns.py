@@ -30,13 +30,8 @@ from wanbench.netns import NetnsNetwork
 from wanbench.profiles.base import DryRun
 from wanbench.profiles.tidb.cluster import TidbCluster
 from wanbench.profiles.tidb.facts import SQLTarget, collect_facts
-from wanbench.profiles.tidb.plan import (
-    FilterKey,
-    installed_filters,
-    planned_filters,
-    preflight,
-    ssh_executors,
-)
+from wanbench.profiles.tidb.preflight import preflight, ssh_executors
+from wanbench.profiles.tidb.tcplan import FilterKey, installed_filters, planned_filters
 from wanbench.profiles.tidb.topology import load_cluster
 from wanbench.topology import Topology, load_catalog
 from wanbench.wait import wait_for

@@ -13,16 +13,9 @@ from wanbench.executors import Executor, LocalExecutor
 from wanbench.executors.ssh import SSHExecutor
 from wanbench.faults.base import FAMILY_KIND, Level
 from wanbench.profiles.tidb.model import cluster_settings
-from wanbench.profiles.tidb.plan import (
-    CLIENT,
-    HostPlan,
-    matches_by_interface,
-    plan_fault,
-    preflight,
-    render_dry_run,
-    tc_peers,
-    tc_renderer,
-)
+from wanbench.profiles.tidb.plan import CLIENT, HostPlan, plan_fault, render_dry_run
+from wanbench.profiles.tidb.preflight import preflight
+from wanbench.profiles.tidb.tcplan import matches_by_interface, tc_peers, tc_renderer
 from wanbench.profiles.tidb.topology import load_cluster
 from wanbench.profiles.tidb.views import with_pd_leader
 from wanbench.topology import Scenario, load_catalog

@@ -64,7 +64,7 @@ def _lab(args: argparse.Namespace) -> int:
 
 def _cluster(args: argparse.Namespace) -> int:
     from wanbench.faults.inventory import clear_found, host_faults
-    from wanbench.profiles.tidb.plan import ssh_executors
+    from wanbench.profiles.tidb.preflight import ssh_executors
     from wanbench.profiles.tidb.topology import load_cluster
 
     topology = load_cluster(args.cluster)

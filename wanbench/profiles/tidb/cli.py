@@ -14,7 +14,8 @@ from typing import Any
 
 from wanbench.faults.base import FAMILY_KIND, Level
 from wanbench.profiles.tidb.model import cluster_settings
-from wanbench.profiles.tidb.plan import plan_fault, render_dry_run, tc_renderer
+from wanbench.profiles.tidb.plan import plan_fault, render_dry_run
+from wanbench.profiles.tidb.tcplan import tc_renderer
 from wanbench.profiles.tidb.topology import load_cluster
 from wanbench.topology import load_catalog
 

@@ -24,18 +24,13 @@ from wanbench.profiles.base import Credentials, DryRun, SqlTarget, client_facts
 from wanbench.profiles.tidb.facts import SQLTarget, collect_facts
 from wanbench.profiles.tidb.model import cluster_settings
 from wanbench.profiles.tidb.pd import LeaderDiscovery, PDClient, PendingPeerSampler, discover_leader
-from wanbench.profiles.tidb.plan import (
-    FaultPlan,
-    PreflightReport,
+from wanbench.profiles.tidb.plan import FaultPlan, plan_fault, render_dry_run
+from wanbench.profiles.tidb.preflight import PreflightReport, preflight, resolve_interfaces, ssh_executors
+from wanbench.profiles.tidb.tcplan import (
     installed_filters,
     matches_by_interface,
-    plan_fault,
     planned_filters,
-    preflight,
-    render_dry_run,
-    resolve_interfaces,
     ssh_bypass_ports,
-    ssh_executors,
     tc_mechanisms,
     tc_renderer,
 )
