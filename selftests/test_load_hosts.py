@@ -41,7 +41,7 @@ from wanbench.workloads.loadhosts import (
     remote_command,
     split_threads,
 )
-from wanbench.workloads.sysbench import merge_results
+from wanbench.workloads.sysbench_output import merge_results
 
 # -- parsing and splitting ------------------------------------------------------------------------------------------
 

@@ -15,7 +15,13 @@ from wanbench.results import CellResult, Latency, Round, WorkloadResult
 from wanbench.workloads import preflight
 from wanbench.workloads.clientcpu import ClientLoad, assess, merge_client
 from wanbench.workloads.histogram import Histogram, merge_histograms, parse_histogram
-from wanbench.workloads.sysbench import check_output, merge_results, parse_output, result_from_output, round_from_output
+from wanbench.workloads.sysbench_output import (
+    check_output,
+    merge_results,
+    parse_output,
+    result_from_output,
+    round_from_output,
+)
 from wanbench.workloads.tables import direct_vs_proxy_rows, direct_vs_proxy_table, oltp_rows, oltp_table, tables_json
 
 DATA = Path(__file__).parent / "data" / "sysbench"

@@ -1,6 +1,6 @@
 """The ``load_hosts`` record of a cell: each load host's share, kept exact
 across rounds (its own histogram, its rounds), from which the per-host
-summaries are recomputed. Its own module so that ``sysbench.merge_results``
+summaries are recomputed. Its own module so that ``sysbench_output.merge_results``
 can merge it without importing the load-host runner."""
 
 from __future__ import annotations

@@ -55,7 +55,8 @@ from wanbench.topology import LoadHost, parse_load_host_spec, parse_load_hosts
 from wanbench.workloads.clientcpu import ClientLoad, assess
 from wanbench.workloads.histogram import Histogram, merge_histograms
 from wanbench.workloads.hostrecord import finish_record, histogram_of, merge_records
-from wanbench.workloads.sysbench import LUA_DIR, check_output, merge_results, result_from_output
+from wanbench.workloads.sysbench import LUA_DIR
+from wanbench.workloads.sysbench_output import check_output, merge_results, result_from_output
 from wanbench.workloads.sysproc import WindowHooks
 
 #: how long a host may take to receive its files and connect its threads (at least)
