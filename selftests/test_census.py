@@ -15,7 +15,7 @@ import pytest
 from wanbench.census import census_of, mean_latency_ms, table_rows, values_of
 from wanbench.errors import ConfigError
 from wanbench.gate.baseline import BaselineStore, Fingerprint, RunCell
-from wanbench.gate.budgets import parse_budgets
+from wanbench.gate.budget_file import parse_budgets
 from wanbench.gate.verdict import PASS, R_CENSUS_BEYOND, REGRESSION, Judge
 
 DATA = Path(__file__).parent / "data" / "census" / "rtt_replica_c10.json"

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from wanbench.errors import ConfigError
-from wanbench.gate.budgets import CellKey, default_budgets_path, load_budgets, parse_budgets
+from wanbench.gate.budget_file import default_budgets_path, load_budgets, parse_budgets
+from wanbench.gate.budgets import CellKey
 
 GOOD = """\
 version: 1
@@ -162,7 +163,7 @@ def test_unknown_profile_has_no_catalog() -> None:
 
 
 def test_the_lab_budgets_assume_runs_differ_by_at_least_10_percent() -> None:
-    from wanbench.gate.budgets import default_budgets_path
+    from wanbench.gate.budget_file import default_budgets_path
 
     budgets = load_budgets(default_budgets_path("lab"), profile="lab")
     assert budgets.policy.min_run_spread == pytest.approx(0.10)

@@ -164,7 +164,7 @@ def test_pytest_and_compare_give_the_same_verdict_on_the_same_data(tmp_path: Pat
     ``compare`` on the results file decide every cell alike: regression,
     inconclusive, pass, the drop against level 0 and the saturated client."""
     from wanbench.gate.baseline import cell_key
-    from wanbench.gate.budgets import default_budgets_path, load_budgets
+    from wanbench.gate.budget_file import default_budgets_path, load_budgets
     from wanbench.pytest_plugin.gate import Gate
 
     fp = Fingerprint.from_context(CTX)
@@ -204,7 +204,7 @@ def test_integrity_failure_exits_1_in_compare_and_fails_in_pytest_alike(tmp_path
     exits 1 on it whatever the budgets say, with the message pytest fails the
     cell with (same Judge, same verdict)."""
     from wanbench.gate.baseline import RunCell
-    from wanbench.gate.budgets import load_budgets
+    from wanbench.gate.budget_file import load_budgets
     from wanbench.gate.verdict import BROKEN, Judge
 
     base = doc(tmp_path / "base.json", [tpcc_cell(failed=False)])

@@ -169,7 +169,7 @@ def test_drop_against_level_zero_gated_against_the_baseline_runs_drop() -> None:
 
 def test_saturated_client_turns_a_regression_into_inconclusive() -> None:
     from wanbench.gate.baseline import Lookup
-    from wanbench.gate.budgets import parse_budgets
+    from wanbench.gate.budget_file import parse_budgets
 
     budgets = parse_budgets("profile: lab\nrules:\n  - baseline: {qps: 5%}\n", source="b.yaml")
     pending = Judge(budgets, Lookup(None)).pending(
@@ -296,7 +296,7 @@ def test_real_regression_survives_the_correction_with_enough_baseline_runs() -> 
 
 def test_judge_remembers_level_zero_cells_in_run_order() -> None:
     from wanbench.gate.baseline import Lookup
-    from wanbench.gate.budgets import parse_budgets
+    from wanbench.gate.budget_file import parse_budgets
 
     budgets = parse_budgets("profile: lab\nrules:\n  - family: rtt\n    level0: {qps: 10%}\n", source="b.yaml")
     j = Judge(budgets, Lookup(None, note="empty store"))

@@ -21,7 +21,8 @@ import pytest
 from wanbench.errors import ConfigError, InfrastructureError
 from wanbench.faults.outage import LabOutages, Outage, OutageKind, parse_outage_kinds
 from wanbench.gate.baseline import samples_of
-from wanbench.gate.budgets import CellKey, parse_budgets
+from wanbench.gate.budget_file import parse_budgets
+from wanbench.gate.budgets import CellKey
 from wanbench.heartbeat import (
     FAILED,
     OK,

@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from selftests.test_report_samples import make_cell, seed_cells
-from wanbench.report import charts, tables
+from wanbench.report import charts, svg, tables
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -67,8 +67,8 @@ def test_time_chart_without_markers_says_why() -> None:
 
 
 def test_gaps_and_empty_input_do_not_break_the_chart() -> None:
-    s = charts.Series("x", ((1.0, 1.0), (2.0, math.nan), (3.0, 2.0), (4.0, 3.0)))
-    root = parse(charts.line_chart([s], title="t", x_axis=charts.Axis("x"), y_axis=charts.Axis("y")))
+    s = svg.Series("x", ((1.0, 1.0), (2.0, math.nan), (3.0, 2.0), (4.0, 3.0)))
+    root = parse(svg.line_chart([s], title="t", x_axis=svg.Axis("x"), y_axis=svg.Axis("y")))
     assert len(root.findall(f"{SVG}polyline")) == 1  # the NaN splits the line; a lone point is a dot
     assert "no data" in texts(parse(charts.qps_vs_concurrency([])))
 
@@ -81,7 +81,7 @@ def test_names_are_escaped() -> None:
 
 @pytest.mark.parametrize(("lo", "hi"), [(0, 7874.02), (0.3, 0.9), (0, 1), (5, 5), (-3, 12)])
 def test_nice_ticks_cover_the_range(lo: float, hi: float) -> None:
-    ticks = charts.nice_ticks(lo, hi)
+    ticks = svg.nice_ticks(lo, hi)
     assert ticks[0] <= lo
     assert ticks[-1] >= hi
     steps = {round(b - a, 9) for a, b in zip(ticks, ticks[1:], strict=False)}

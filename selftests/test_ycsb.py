@@ -54,7 +54,8 @@ def test_summary_is_go_ycsb_shape() -> None:
 
 def test_per_operation_numbers_enter_the_gate(tmp_path: Path) -> None:
     from wanbench.gate.baseline import samples_of
-    from wanbench.gate.budgets import CellKey, load_budgets
+    from wanbench.gate.budget_file import load_budgets
+    from wanbench.gate.budgets import CellKey
     from wanbench.gate.verdict import metric_name
     from wanbench.results import CellResult, Latency, WorkloadResult
 

@@ -33,7 +33,8 @@ from wanbench.gate.baseline import (
     parse_store,
     run_entry_cells,
 )
-from wanbench.gate.budgets import Budgets, CellKey, default_budgets_path, load_budgets
+from wanbench.gate.budget_file import default_budgets_path, load_budgets
+from wanbench.gate.budgets import Budgets, CellKey
 from wanbench.gate.verdict import FAILING, Judge, Pending, Verdict, correct, decide
 from wanbench.report.tables import text_table
 

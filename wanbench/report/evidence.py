@@ -13,7 +13,8 @@ from html import escape
 from typing import Any
 
 from wanbench.evidence.finding import Finding, findings
-from wanbench.report.charts import PALETTE, Axis, Series, _concurrency_axis, line_chart
+from wanbench.report.charts import _concurrency_axis
+from wanbench.report.svg import PALETTE, Axis, Series, line_chart
 from wanbench.results import CellResult
 
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
-from wanbench.report.charts import FONT
+from wanbench.report.svg import FONT
 
 #: outcome -> colour (Okabe-Ito: colour-blind safe)
 OUTCOME_COLOUR = {"ok": "#009E73", "failed": "#D55E00", "unknown": "#CC79A7", "skipped": "#7f7f7f"}
