@@ -30,17 +30,10 @@ from wanbench.topology import LoadHost, Scenario, parse_load_hosts
 from wanbench.wait import wait_for
 from wanbench.workloads.clientcpu import ClientLoad
 from wanbench.workloads.histogram import Histogram
-from wanbench.workloads.loadhosts import (
-    LUA_DIR,
-    HostRun,
-    LoadHosts,
-    RoundSpec,
-    _Remote,
-    combine_hosts,
-    merge_records,
-    remote_command,
-    split_threads,
-)
+from wanbench.workloads.hostrecord import merge_records
+from wanbench.workloads.loadhosts import LoadHosts, _Remote, remote_command, split_threads
+from wanbench.workloads.loadhosts_merge import HostRun, RoundSpec, combine_hosts
+from wanbench.workloads.sysbench import LUA_DIR
 from wanbench.workloads.sysbench_output import merge_results
 
 # -- parsing and splitting ------------------------------------------------------------------------------------------

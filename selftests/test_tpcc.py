@@ -28,7 +28,7 @@ from wanbench.errors import ConfigError, InfrastructureError
 from wanbench.procs import log_tail
 from wanbench.results import Latency, WorkloadResult
 from wanbench.wait import wait_for
-from wanbench.workloads import tpcc
+from wanbench.workloads import tpcc, tpcc_model
 from wanbench.workloads.tpcc_checks import CHECKS, run_checks
 
 PORT = 24306
@@ -97,12 +97,12 @@ def mariadb() -> Iterator[tpcc.Connection]:
 
 @pytest.fixture(scope="session")
 def loaded(mariadb: tpcc.Connection) -> tpcc.LoadResult:
-    return tpcc.load(mariadb, tpcc.TpccOptions(warehouses=1, threads=4))
+    return tpcc.load(mariadb, tpcc_model.TpccOptions(warehouses=1, threads=4))
 
 
 @pytest.fixture(scope="session")
 def closed_run(mariadb: tpcc.Connection, loaded: tpcc.LoadResult) -> WorkloadResult:
-    return tpcc.run(mariadb, tpcc.TpccOptions(warehouses=1, threads=4, duration=15))
+    return tpcc.run(mariadb, tpcc_model.TpccOptions(warehouses=1, threads=4, duration=15))
 
 
 def _sql(conn: tpcc.Connection, *stmts: str) -> list[Any]:
@@ -122,17 +122,17 @@ def _sql(conn: tpcc.Connection, *stmts: str) -> list[Any]:
 
 def test_summary_renders_like_go_tpc_seed_001():
     lines = SEED_001.splitlines()
-    row = tpcc.SummaryRow("NEW_ORDER", 299.9, 33007, 6602.7, 1034428.7, Latency(
+    row = tpcc_model.SummaryRow("NEW_ORDER", 299.9, 33007, 6602.7, 1034428.7, Latency(
         avg=31.4, p50=24.1, p90=60.8, p95=71.3, p99=88.1, p999=109.1, max=1040.2))
-    err = tpcc.SummaryRow("NEW_ORDER_ERR", 299.9, 2, 0.4, 75.1, Latency(
+    err = tpcc_model.SummaryRow("NEW_ORDER_ERR", 299.9, 2, 0.4, 75.1, Latency(
         avg=37.5, p50=28.3, p90=48.2, p95=48.2, p99=48.2, p999=48.2, max=48.2))
     assert row.render() == lines[0]
     assert err.render() == lines[1]
-    summary = tpcc.TpccSummary(seconds=299.9, warehouses=1, threads=8, wait=False, time_scale=1.0,
+    summary = tpcc_model.TpccSummary(seconds=299.9, warehouses=1, threads=8, wait=False, time_scale=1.0,
                                rows=(row, err), tpmc=6602.7, tpm_total=14704.8,
                                efficiency=51343.0, mix={}, rollbacks=0, errors_by_code={})
     # go-tpc's efficiency is tpmC / (12.86 x warehouses): seed 001 ran 1 warehouse
-    assert 6602.7 / (tpcc.TPMC_PER_WAREHOUSE * 1) * 100 == pytest.approx(51343.0, rel=1e-5)
+    assert 6602.7 / (tpcc_model.TPMC_PER_WAREHOUSE * 1) * 100 == pytest.approx(51343.0, rel=1e-5)
     rendered = summary.render().splitlines()
     assert rendered[:3] == lines
     assert "only meaningful with --tpcc-wait" in rendered[3]
@@ -140,14 +140,14 @@ def test_summary_renders_like_go_tpc_seed_001():
 
 def test_summary_from_thread_stats_merges_threads():
     def thread(tid: int, n: int, us: float) -> str:
-        b = int(math.log(us) / tpcc.LOG_BASE)
+        b = int(math.log(us) / tpcc_model.LOG_BASE)
         t = {"count": n, "sum_us": n * us, "min_us": us, "max_us": us, "hist": {str(b): n}, "rollbacks": 1,
              "err": {"count": 1, "sum_us": 500.0, "min_us": 500.0, "max_us": 500.0, "hist": {"624": 1},
                      "codes": {"1213": 1}}}
-        return tpcc.STATS_PREFIX + json.dumps({"thread": tid, "seconds": 60.0, "types": {"NEW_ORDER": t}})
+        return tpcc_model.STATS_PREFIX + json.dumps({"thread": tid, "seconds": 60.0, "types": {"NEW_ORDER": t}})
 
-    stats = tpcc.parse_output("noise\n" + thread(0, 100, 2000.0) + "\n" + thread(1, 300, 4000.0) + "\n")
-    s = tpcc.summarize(stats, tpcc.TpccOptions(warehouses=1, threads=2, duration=60))
+    stats = tpcc_model.parse_output("noise\n" + thread(0, 100, 2000.0) + "\n" + thread(1, 300, 4000.0) + "\n")
+    s = tpcc_model.summarize(stats, tpcc_model.TpccOptions(warehouses=1, threads=2, duration=60))
     no, err = s.row("NEW_ORDER"), s.row("NEW_ORDER_ERR")
     assert no is not None
     assert err is not None
@@ -161,20 +161,20 @@ def test_summary_from_thread_stats_merges_threads():
 
 
 def test_rounds_merge_counts_histograms_and_seconds():
-    line = tpcc.STATS_PREFIX + json.dumps({"thread": 0, "seconds": 30.0, "types": {"NEW_ORDER": {
+    line = tpcc_model.STATS_PREFIX + json.dumps({"thread": 0, "seconds": 30.0, "types": {"NEW_ORDER": {
         "count": 10, "sum_us": 10000.0, "min_us": 500.0, "max_us": 2000.0, "hist": {"700": 10}, "rollbacks": 0,
         "err": {"count": 0, "hist": {}, "codes": {}}}}})
-    one = tpcc.parse_output(line)
-    both = tpcc.merge_stats([one, tpcc.parse_output(line)])
+    one = tpcc_model.parse_output(line)
+    both = tpcc_model.merge_stats([one, tpcc_model.parse_output(line)])
     assert both.seconds == 60.0
     assert both.types["NEW_ORDER"].ok.count == 20
     assert both.types["NEW_ORDER"].ok.hist == {700: 20}
-    assert tpcc.summarize(both, tpcc.TpccOptions()).tpmc == pytest.approx(20.0)
+    assert tpcc_model.summarize(both, tpcc_model.TpccOptions()).tpmc == pytest.approx(20.0)
 
 
 def test_parse_output_without_stats_is_an_error():
     with pytest.raises(InfrastructureError, match="no TPCC_STATS"):
-        tpcc.parse_output("FATAL: something\n")
+        tpcc_model.parse_output("FATAL: something\n")
 
 
 @needs_tools
@@ -271,7 +271,7 @@ def test_run_is_consistent_and_reports_go_tpc_numbers(closed_run: WorkloadResult
     assert [c["name"] for c in checks] == [c.name for c in CHECKS]
     assert all(c["passed"] for c in checks), tpcc.failed_checks(r)
     per_type = r.extra["per_type"]
-    assert set(tpcc.TYPES) <= set(per_type)
+    assert set(tpcc_model.TYPES) <= set(per_type)
     no = per_type["NEW_ORDER"]
     assert r.extra["tpmc"] == pytest.approx(no["count"] / r.rounds[0].seconds * 60, rel=1e-6)
     assert r.extra["tpm_total"] > r.extra["tpmc"] > 0
@@ -302,7 +302,7 @@ def test_mix_is_within_one_point_of_45_43_4_4_4(closed_run: WorkloadResult):
     mix, per_type = closed_run.extra["mix"], closed_run.extra["per_type"]
     attempts = sum(v["count"] for v in per_type.values())
     assert attempts >= 500, "run too short to judge the mix"
-    for name, want in tpcc.MIX_PCT.items():
+    for name, want in tpcc_model.MIX_PCT.items():
         n = sum(per_type.get(k, {}).get("count", 0) for k in (name, name + "_ERR"))
         assert abs(n - attempts * want / 100) <= 1.2 * closed_run.concurrency, f"{name}: {n} of {attempts}"
         assert abs(mix[name] - want) <= 1.0, f"{name}: {mix[name]:.2f}% of {attempts} vs {want}%"
@@ -358,7 +358,7 @@ def test_errors_are_counted_by_code_and_the_run_goes_on(closed_run: WorkloadResu
     1146 and rolls back, the other four types go on."""
     _sql(mariadb, "RENAME TABLE history TO history_away")
     try:
-        r = tpcc.run(mariadb, tpcc.TpccOptions(warehouses=1, threads=2, duration=3), checks=False)
+        r = tpcc.run(mariadb, tpcc_model.TpccOptions(warehouses=1, threads=2, duration=3), checks=False)
     finally:
         _sql(mariadb, "RENAME TABLE history_away TO history")
     per_type = r.extra["per_type"]
@@ -377,7 +377,7 @@ def test_wait_gives_the_theoretical_efficiency(closed_run: WorkloadResult, maria
     spec's 12.86 tpmC per warehouse (scaled), times 4 terminals per 10, less
     what the response times take: about 400 %. Scaled times stay long next to
     a loaded machine's sleep overshoot."""
-    opts = tpcc.TpccOptions(warehouses=1, threads=40, duration=20, wait=True, time_scale=0.05)
+    opts = tpcc_model.TpccOptions(warehouses=1, threads=40, duration=20, wait=True, time_scale=0.05)
     start = time.monotonic()
     r = tpcc.run(mariadb, opts)
     assert time.monotonic() - start < 20 + 15, "waits overran the run length"

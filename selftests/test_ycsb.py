@@ -18,7 +18,7 @@ import pytest
 
 from selftests.test_sysbench_engine import PASSWORD, MariaDB
 from wanbench.errors import ConfigError
-from wanbench.workloads import tpcc, ycsb, ycsb_checks, ycsb_keys, ycsb_stats
+from wanbench.workloads import tpcc, tpcc_model, ycsb, ycsb_checks, ycsb_keys, ycsb_stats
 
 PORT = int(os.environ.get("WANBENCH_YCSB_TEST_PORT", "23620"))
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,7 +44,7 @@ def test_zipfian_theory_is_ycsb_head() -> None:
 
 
 def test_summary_is_go_ycsb_shape() -> None:
-    b = tpcc.Bucketed()
+    b = tpcc_model.Bucketed()
     b.merge({"count": 3, "sum_us": 600.0, "min_us": 100, "max_us": 300, "hist": {"463": 1, "532": 1, "573": 2}})
     row = ycsb_stats.op_row("READ", b, 10.0)
     assert row.render().startswith("READ   - Takes(s): 10.0, Count: 3, OPS: 0.3, Avg(us): 200, Min(us): 100, "

@@ -5,6 +5,6 @@ from __future__ import annotations
 
 import sys
 
-from wanbench.report.allure_out import main
+from wanbench.report.allure_files import main
 
 sys.exit(main())

@@ -21,17 +21,14 @@ goes through ``redact`` against the secrets registered with ``add_secret``.
 
 from __future__ import annotations
 
-import argparse
 import base64
 import html
 import json
 import math
 import os
-import platform
-import socket
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from html import escape
@@ -43,10 +40,9 @@ from allure_commons import plugin_manager
 from allure_commons._allure import StepContext
 from allure_commons.types import AttachmentType
 
-from wanbench.procs import cpu_model
 from wanbench.report import charts, tables
 from wanbench.report import evidence as evidence_report
-from wanbench.results import YCSB_OPS, CellResult, dumps_strict, write_json_atomic, write_text_atomic
+from wanbench.results import YCSB_OPS, CellResult, dumps_strict, write_json_atomic
 
 #: Allure 2 ``categories.json`` / Allure 3 config ``categories`` (compatible
 #: form). The first matching category wins, so the specific ones come first.
@@ -454,72 +450,6 @@ def write_metrics(results_dir: Path, cell: CellResult) -> Path | None:
     return path
 
 
-# -- run context -----------------------------------------------------------------------------------
-
-
-def _prop_escape(text: str, key: bool = False) -> str:
-    out = text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
-    if key:
-        for ch in " =:#!":
-            out = out.replace(ch, "\\" + ch)
-    return out
-
-
-def environment_properties(values: Mapping[str, str]) -> str:
-    """Java .properties text (what Allure's reader parses)."""
-    return "".join(f"{_prop_escape(k, key=True)}={_prop_escape(str(v))}\n" for k, v in sorted(values.items()))
-
-
-def client_facts() -> dict[str, str]:
-    return {
-        "client_host": socket.gethostname(),
-        "client_os": f"{platform.system()} {platform.release()}",
-        "client_cpu": f"{cpu_model()} x{os.cpu_count()}".strip(),
-        "python": platform.python_version(),
-    }
-
-
-def run_environment(extra: Mapping[str, Any] | None = None,
-                    cells: Iterable[CellResult] = ()) -> dict[str, str]:
-    """environment.properties values: client facts, what was noted, what cells show."""
-    env = client_facts()
-    env.update(_session.environment)
-    used = sorted({str(c.fault.get("mechanism")) for c in cells
-                   if c.fault and c.fault.get("mechanism") not in (None, "", "none")})
-    if used:
-        env["fault_mechanisms_used"] = ", ".join(used)
-    families = sorted({c.family for c in cells})
-    if families:
-        env["families"] = ", ".join(families)
-    for k, v in (extra or {}).items():
-        if v is not None and v != "":
-            env[k] = v if isinstance(v, str) else json.dumps(v, sort_keys=True)
-    return env
-
-
-def executor_info(release: str | None, run_id: str = "", name: str = "wanbench") -> dict[str, Any]:
-    """executor.json: Allure names the build (and the run in history) after it."""
-    build = release or "unreleased"
-    return {
-        "name": name,
-        "type": "pytest",
-        "buildName": build,
-        "buildOrder": int(time.time()),
-        "reportName": f"wanbench {build}",
-        **({"runId": run_id} if run_id else {}),
-    }
-
-
-def write_run_context(results_dir: str | os.PathLike[str], *, environment: Mapping[str, str],
-                      release: str | None, run_id: str = "") -> None:
-    """environment.properties, executor.json, categories.json (controller only)."""
-    d = Path(results_dir)
-    d.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(d / "environment.properties", redact(environment_properties(environment)))
-    write_json_atomic(d / "executor.json", executor_info(release, run_id))
-    write_json_atomic(d / "categories.json", [dict(c) for c in CATEGORIES])
-
-
 # -- summary ---------------------------------------------------------------------------------------
 
 
@@ -537,49 +467,3 @@ def attach_summary(cells: Sequence[CellResult | Mapping[str, Any]]) -> None:
                              attachment_type=AttachmentType.SVG)
 
 
-# -- Allure 3 configuration for scripts/report -----------------------------------------------------
-
-
-def allurerc(results_dirs: Sequence[str], *, history_path: str, single_file: bool = False,
-             name: str | None = None) -> dict[str, Any]:
-    """Allure 3 config: history JSONL (trends across runs), categories,
-    report name = the release of executor.json, suites grouped by family."""
-    release = None
-    categories: list[Any] = [dict(c) for c in CATEGORIES]
-    for rd in results_dirs:
-        try:
-            release = release or json.loads((Path(rd) / "executor.json").read_text()).get("buildName")
-        except (OSError, ValueError):
-            pass
-        try:
-            categories = json.loads((Path(rd) / "categories.json").read_text())
-        except (OSError, ValueError):
-            pass
-    return {
-        "name": name or f"wanbench {release or ''}".strip(),
-        "historyPath": history_path,
-        "categories": categories,
-        "plugins": {
-            "awesome": {
-                "options": {
-                    "singleFile": single_file,
-                    "reportLanguage": "en",
-                    "groupBy": ["parentSuite", "suite", "subSuite"],
-                },
-            },
-        },
-    }
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m wanbench.report",
-                                description="Write the Allure 3 config scripts/report uses.")
-    p.add_argument("command", choices=["rc"])
-    p.add_argument("results", nargs="+")
-    p.add_argument("--history", required=True)
-    p.add_argument("--single-file", action="store_true")
-    p.add_argument("--name", default=None)
-    p.add_argument("--out", required=True)
-    a = p.parse_args(argv)
-    write_json_atomic(a.out, allurerc(a.results, history_path=a.history, single_file=a.single_file, name=a.name))
-    return 0

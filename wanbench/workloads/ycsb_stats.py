@@ -11,7 +11,7 @@ from typing import Any
 
 from wanbench.errors import InfrastructureError
 from wanbench.results import YCSB_OPS
-from wanbench.workloads.tpcc import Bucketed
+from wanbench.workloads.tpcc_model import Bucketed
 
 OPS = YCSB_OPS
 STATS_PREFIX = "YCSB_STATS "
