@@ -23,19 +23,8 @@ from wanbench.faults.outage import LabOutages, Outage, OutageKind, parse_outage_
 from wanbench.gate.baseline import samples_of
 from wanbench.gate.budget_file import parse_budgets
 from wanbench.gate.budgets import CellKey
-from wanbench.heartbeat import (
-    FAILED,
-    OK,
-    UNKNOWN,
-    Attempt,
-    Endpoint,
-    Heartbeat,
-    HeartbeatConfig,
-    LabRowSource,
-    rpo,
-    rto,
-    summarize,
-)
+from wanbench.heartbeat import FAILED, OK, UNKNOWN, Attempt, Endpoint, Heartbeat, HeartbeatConfig, LabRowSource
+from wanbench.heartbeat_numbers import rpo, rto, summarize
 from wanbench.profiles.lab.cluster import LabCluster
 from wanbench.profiles.lab.servers import Lab, port_free
 from wanbench.report.timeline import heartbeat_timeline

@@ -1,7 +1,7 @@
 """The run-level files of an Allure results directory: each cell's metrics
 (Allure 3 ``*-perf.json``), the run context (``environment.properties``,
 ``executor.json``), and the Allure 3 configuration ``scripts/report`` uses
-(``allurerc``, ``python -m wanbench.report.allure_files``).
+(``allurerc``, ``python -m wanbench.report rc``).
 """
 
 from __future__ import annotations

@@ -264,7 +264,7 @@ def attach_cell(
             allure.dynamic.parameter(name, redact(str(value)), excluded=True)
     heartbeat = cell.extra.get("heartbeat")
     if heartbeat:
-        from wanbench.heartbeat import summary_line
+        from wanbench.heartbeat_numbers import summary_line
         from wanbench.report.timeline import heartbeat_timeline
 
         timeline = heartbeat_timeline(heartbeat, title=f"{cell.scenario} {lvl}: heartbeat")

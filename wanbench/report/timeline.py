@@ -24,7 +24,7 @@ W, H, LEFT, RIGHT, TOP, BOTTOM = 760, 380, 64, 24, 80, 48
 
 
 def heartbeat_timeline(summary: Mapping[str, Any], *, title: str = "") -> str:
-    """SVG of one cell's heartbeat (``summary`` as ``wanbench.heartbeat.summarize`` returns it)."""
+    """SVG of one cell's heartbeat (``summary`` as ``wanbench.heartbeat_numbers.summarize`` returns it)."""
     attempts = [a for a in summary.get("attempts", []) if len(a) >= 6]
     slo = float(summary.get("config", {}).get("slo_s", 1.0))
     duration = float(summary.get("duration_s") or max((a[4] for a in attempts), default=1.0)) or 1.0
