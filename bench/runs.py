@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from wanbench.profiles.lab.servers import DEFAULT_CPU_LAYOUT  # noqa: E402
+from wanbench.profiles.lab.layout import DEFAULT_CPU_LAYOUT  # noqa: E402
 
 #: the workloads the gate is calibrated on: level 0 of the write and read
 #: probes, and sysbench's oltp_read_write through the proxy

@@ -36,7 +36,7 @@ def free_port_base(lo: int, hi: int, span: int = 14, timeout: float = 120.0) -> 
     The helpers' port ranges overlap the kernel's ephemeral range: other
     clients' TIME-WAIT sockets hold single ports for a minute, so a fixed
     base is sometimes refused; any base inside the range will do."""
-    from wanbench.profiles.lab.servers import port_free
+    from wanbench.procs import port_free
     from wanbench.wait import wait_for
 
     def find() -> int | None:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from selftests.labutil import run_suite
-from wanbench.profiles.lab.servers import port_free
+from wanbench.procs import port_free
 
 PORT_BASES = range(24015, 24100, 10)  # eight free ports in this helper range, skipping busy ones
 

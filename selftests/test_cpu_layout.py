@@ -12,7 +12,9 @@ import pytest
 
 from wanbench.errors import InfrastructureError
 from wanbench.procs import pinned
-from wanbench.profiles.lab.servers import CpuLayout, Lab
+from wanbench.profiles.lab import running
+from wanbench.profiles.lab.layout import CpuLayout
+from wanbench.profiles.lab.servers import Lab
 
 TWO_CPUS = len(os.sched_getaffinity(0)) >= 2
 
@@ -60,7 +62,7 @@ def test_split_lab_pins_every_thread_and_repin_moves_them(tmp_path: Path) -> Non
     with Lab(tmp_path / "lab", 23480, "split") as lab:
         layout = lab.cpu_layout
         assert layout.name == "split"
-        assert lab.status()["cpus"] == layout.to_json()
+        assert running.status(lab)["cpus"] == layout.to_json()
         for service in ("primary", "replica", "toxiproxy", "haproxy"):
             handle = lab.handle(service)
             assert handle is not None
@@ -68,7 +70,7 @@ def test_split_lab_pins_every_thread_and_repin_moves_them(tmp_path: Path) -> Non
             threads = [int(t.name) for t in Path(f"/proc/{handle.pid}/task").iterdir()]
             assert threads
             assert all(allowed(t) == want for t in threads), (service, [allowed(t) for t in threads])
-        shared = lab.repin("shared")
+        shared = running.repin(lab, "shared")
         assert shared == CpuLayout("shared")
         assert lab.cpu_layout == shared
         primary = lab.handle("primary")

@@ -103,12 +103,13 @@ def test_lab_prometheus_scrapes_the_lab_and_stops_with_it(scratch: Path) -> None
 
     from wanbench.evidence.prometheus import LabPrometheus, PromClient
     from wanbench.procs import ProcessHandle
+    from wanbench.profiles.lab import running
     from wanbench.profiles.lab.servers import Lab
     from wanbench.wait import wait_for
 
     lab = Lab(scratch / "lab", free_port_base(29000, 29089))
     with lab:
-        prom = lab.start_prometheus()
+        prom = running.start_prometheus(lab)
         handles = [ProcessHandle.load(lab.run_dir / f"{s}.pid") for s in LabPrometheus.SERVICES]
         assert all(h is not None and h.alive() for h in handles)
         client = PromClient(prom.url)

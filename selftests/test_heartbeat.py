@@ -25,8 +25,9 @@ from wanbench.gate.budget_file import parse_budgets
 from wanbench.gate.budgets import CellKey
 from wanbench.heartbeat import FAILED, OK, UNKNOWN, Attempt, Endpoint, Heartbeat, HeartbeatConfig, LabRowSource
 from wanbench.heartbeat_numbers import rpo, rto, summarize
+from wanbench.procs import port_free
 from wanbench.profiles.lab.cluster import LabCluster
-from wanbench.profiles.lab.servers import Lab, port_free
+from wanbench.profiles.lab.servers import Lab
 from wanbench.report.timeline import heartbeat_timeline
 from wanbench.results import CellResult, Latency, WorkloadResult
 

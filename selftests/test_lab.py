@@ -19,8 +19,8 @@ from wanbench import scratch
 from wanbench.errors import InfrastructureError, MissingToolError
 from wanbench.faults.base import Fault, FaultKind, Level
 from wanbench.faults.toxiproxy import ToxiproxyClient, ToxiproxyMechanism
-from wanbench.procs import ProcessHandle, proc_start_time
-from wanbench.profiles.lab.servers import Lab, find_binary
+from wanbench.procs import ProcessHandle, find_binary, proc_start_time
+from wanbench.profiles.lab.servers import Lab
 from wanbench.wait import wait_for
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]

@@ -24,8 +24,10 @@ from selftests.labutil import ROOT, free_port_base, pid_alive, suite_cmd
 from wanbench.executors.local import LocalExecutor
 from wanbench.faults.deadman import STATE_DIR
 from wanbench.faults.inventory import host_faults
+from wanbench.procs import port_free
 from wanbench.profiles.lab.faults import lab_run_id, lab_scope
-from wanbench.profiles.lab.servers import SERVICES, Lab, port_free
+from wanbench.profiles.lab.layout import SERVICES
+from wanbench.profiles.lab.servers import Lab
 from wanbench.results import results_schema_path
 from wanbench.scaleout import LAB_PORT_STRIDE, split_cpus
 from wanbench.wait import wait_for

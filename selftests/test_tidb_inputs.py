@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from wanbench.errors import ConfigError
-from wanbench.profiles.lab.servers import PROJECT_ROOT
+from wanbench.profiles.lab.layout import PROJECT_ROOT
 from wanbench.profiles.tidb.model import cluster_settings
 from wanbench.profiles.tidb.topology import load_cluster
 from wanbench.profiles.tidb.views import static_view

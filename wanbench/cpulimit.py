@@ -86,6 +86,15 @@ def _controller_root() -> tuple[Path, str]:
     raise InfrastructureError("no cgroup cpu controller is mounted: CPU limits need cgroup v1 'cpu' or v2 'cpu'")
 
 
+def cgroup_path(name: str) -> Path:
+    """Where ``limit(name, ...)`` puts its cgroup (under the CPU controller's root when there is one)."""
+    try:
+        root = _controller_root()[0]
+    except InfrastructureError:
+        root = CGROUP_ROOT
+    return root / name
+
+
 def limit(name: str, pid: int, cores: float, *, period_us: int = 100_000) -> Path:
     """Put process ``pid`` (all its threads) into cgroup ``name`` limited to
     ``cores`` CPUs; returns the cgroup directory (``release`` undoes it)."""

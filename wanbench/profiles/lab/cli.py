@@ -6,7 +6,9 @@ import argparse
 import json
 from typing import Any
 
-from wanbench.profiles.lab.servers import CPU_LAYOUTS, DEFAULT_CPU_LAYOUT, Lab
+from wanbench.profiles.lab import running
+from wanbench.profiles.lab.layout import CPU_LAYOUTS, DEFAULT_CPU_LAYOUT
+from wanbench.profiles.lab.servers import Lab
 
 
 def register(sub: Any) -> None:
@@ -34,13 +36,13 @@ def run(args: argparse.Namespace) -> int:
     lab = Lab(args.dir, args.port_base, args.cpus, semisync_timeout_ms=args.semisync_timeout)
     if args.action == "up":
         started = lab.up(owner="manual")
-        status = lab.status()
+        status = running.status(lab)
         if args.prometheus:
-            status["prometheus"] = lab.start_prometheus().url
+            status["prometheus"] = running.start_prometheus(lab).url
         print(json.dumps({"started": started, **status}, indent=2))
         return 0
     if args.action == "status":
-        status = lab.status()
+        status = running.status(lab)
         print(json.dumps(status, indent=2))
         return 0 if status["up"] else 3
     for line in lab.down():

@@ -27,9 +27,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Collection, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,138 +39,46 @@ from wanbench.errors import InfrastructureError
 from wanbench.evidence.prometheus import LabPrometheus
 from wanbench.executors.local import LocalExecutor
 from wanbench.faults.deadman import STATE_DIR
-from wanbench.faults.toxiproxy import TOXIC_PREFIX, ToxiproxyClient
-from wanbench.procs import (  # find_binary, port_free: used here and imported from here by callers
+from wanbench.faults.toxiproxy import ToxiproxyClient
+from wanbench.procs import (
     ProcessHandle,
     find_binary,
     log_tail,
     port_free,
     proc_start_time,
-    proc_threads,
     spawn,
 )
-from wanbench.profiles.base import DATABASE, Credentials
+from wanbench.profiles.base import Credentials
+from wanbench.profiles.lab.layout import (
+    COMPONENT_SERVICE,
+    DEFAULT_CPU_LAYOUT,
+    DEFAULT_PORT_BASE,
+    DEFAULT_SEMISYNC_TIMEOUT_MS,
+    IN_CHECKOUT,
+    P_CLIENT_PRIMARY,
+    P_CLIENT_PROXY,
+    P_HAPROXY,
+    P_PRIMARY,
+    P_PROXY_PRIMARY,
+    P_REPLICA,
+    P_REPLICA_PRIMARY,
+    P_TOXIPROXY,
+    PROJECT_ROOT,
+    SERVICES,
+    SQL_USER,
+    CpuLayout,
+    check_layout_name,
+    default_run_dir,
+    lab_cgroup,
+    lab_topology,
+)
+from wanbench.profiles.lab.mariadb import LabMariadb
 from wanbench.results import write_json_atomic
-from wanbench.topology import Component, Link, Topology
+from wanbench.topology import Topology
 from wanbench.wait import wait_for
 
 if TYPE_CHECKING:
     from wanbench.faults.inventory import Found
-
-PROJECT_ROOT = Path(__file__).resolve().parents[3]  # wanbench/profiles/lab/servers.py -> the checkout
-#: a source checkout keeps the lab's run directory and tools (bin/) in itself;
-#: an installed wheel has no such place (PROJECT_ROOT is site-packages there)
-IN_CHECKOUT = (PROJECT_ROOT / "pyproject.toml").is_file()
-DEFAULT_PORT_BASE = 23300
-SQL_USER = "wanbench"
-HANDICAP_TOXIC = f"{TOXIC_PREFIX}handicap"
-
-# Offsets from the port base.
-P_TOXIPROXY, P_CLIENT_PROXY, P_HAPROXY, P_PROXY_PRIMARY, P_REPLICA_PRIMARY, P_CLIENT_PRIMARY = range(6)
-P_PRIMARY, P_REPLICA = 6, 7
-SERVICES = ("toxiproxy", "primary", "replica", "haproxy")
-#: lab component -> the service (process) that is that component
-COMPONENT_SERVICE = {"proxy": "haproxy", "primary": "primary", "replica": "replica"}
-#: how long a commit waits for the replica's acknowledgement before the primary
-#: falls back to asynchronous replication (MariaDB's rpl_semi_sync_master_timeout)
-DEFAULT_SEMISYNC_TIMEOUT_MS = 30000
-
-
-def default_run_dir(base: str | os.PathLike[str] | None = None) -> Path:
-    """Where the lab lives when no directory is given: ``$WANBENCH_LAB_DIR``,
-    else ``.run/lab`` in the checkout, else (installed package) ``.run/lab``
-    under ``base`` (pytest's rootdir) or the current directory."""
-    env = os.environ.get("WANBENCH_LAB_DIR")
-    if env:
-        return Path(env)
-    root = PROJECT_ROOT if IN_CHECKOUT else Path(base) if base else Path.cwd()
-    return root / ".run" / "lab"
-
-
-def lab_links(base: int) -> tuple[Link, ...]:
-    return (
-        Link("client_proxy", "client", "proxy", base + P_CLIENT_PROXY),
-        Link("proxy_primary", "proxy", "primary", base + P_PROXY_PRIMARY),
-        Link("replica_primary", "replica", "primary", base + P_REPLICA_PRIMARY),
-        Link("client_primary", "client", "primary", base + P_CLIENT_PRIMARY),
-    )
-
-
-def lab_topology(base: int, version: str = "") -> Topology:
-    host = "127.0.0.1"
-    return Topology(
-        profile="lab",
-        name="wanbench-lab",
-        version=version,
-        components=(
-            Component("client", "client", host, ()),
-            Component("proxy", "proxy", host, (base + P_HAPROXY,)),
-            Component("primary", "primary", host, (base + P_PRIMARY,)),
-            Component("replica", "replica", host, (base + P_REPLICA,)),
-        ),
-        links=lab_links(base),
-    )
-
-
-CPU_LAYOUTS = ("split", "shared")
-#: Separate invocations on a fresh lab each, write probe at level 0 (2026-11-23 and the
-#: measurements in issue 18): invocation medians spread 5-15 % with ``shared`` and 22-34 %
-#: with ``split``, whose commits cross the two CPU sets several times each. The gate's
-#: unit is the run, so the steadier run wins; docs/calibration.md has the numbers.
-DEFAULT_CPU_LAYOUT = "shared"
-
-
-def check_layout_name(name: str) -> str:
-    if name not in CPU_LAYOUTS:
-        raise InfrastructureError(f"unknown lab CPU layout {name!r} (known: {', '.join(CPU_LAYOUTS)})")
-    return name
-
-
-@dataclass(frozen=True)
-class CpuLayout:
-    """Which CPUs the lab's processes may run on.
-
-    ``split`` keeps the SQL servers on the upper half of the CPUs and the
-    load generator and the fault points (Toxiproxy, HAProxy) on the lower
-    half: read rounds inside one lab wander less from one minute to the
-    next, but every commit crosses the two CPU sets several times and write
-    throughput swings between separate runs. ``shared`` (the default) leaves
-    placement to the scheduler. ``bench/lab_noise`` measures both, inside one
-    lab and (``--invocations``) between separate runs.
-    """
-
-    name: str
-    server: tuple[int, ...] = ()  # () = wherever the scheduler likes
-    client: tuple[int, ...] = ()
-
-    @classmethod
-    def plan(cls, name: str, available: Collection[int]) -> CpuLayout:
-        cpus = sorted(available)
-        if check_layout_name(name) == "shared" or len(cpus) < 2:
-            return cls("shared")
-        half = len(cpus) // 2
-        return cls("split", tuple(cpus[half:]), tuple(cpus[:half]))
-
-    def to_json(self) -> dict[str, Any]:
-        return {"layout": self.name, "server": list(self.server), "client": list(self.client)}
-
-    @classmethod
-    def from_json(cls, data: Any) -> CpuLayout:
-        if not isinstance(data, dict):
-            return cls("shared")
-        return cls(str(data.get("layout", "shared")), tuple(int(c) for c in data.get("server", ())),
-                   tuple(int(c) for c in data.get("client", ())))
-
-    def describe(self) -> str:
-        if self.name != "split":
-            return "shared (no CPU pinning)"
-        return (f"split: SQL servers on CPU {_cpu_list(self.server)}, "
-                f"clients and fault points on CPU {_cpu_list(self.client)}")
-
-
-def _cpu_list(cpus: Sequence[int]) -> str:
-    return ",".join(str(c) for c in cpus)
-
 
 class Lab:
     """Start, inspect and stop the lab. Usable as a context manager: it
@@ -231,6 +138,21 @@ class Lab:
                 f"the lab in {self.run_dir} is not set up (no credentials): run `python -m wanbench lab up`"
             ) from None
 
+    @property
+    def mariadb(self) -> LabMariadb:
+        """The primary and the replica, as SQL sees them."""
+        return LabMariadb(self.run_dir, self.credentials)
+
+    def admin(self, name: str) -> AbstractContextManager[Any]:
+        """Root connection to ``primary`` or ``replica`` over its UNIX socket."""
+        return self.mariadb.admin(name)
+
+    def semi_sync_status(self) -> dict[str, str]:
+        return self.mariadb.semi_sync_status()
+
+    def semi_sync_clients(self) -> int:
+        return self.mariadb.semi_sync_clients()
+
     def endpoint(self, path: str = "proxy") -> tuple[str, int]:
         """Where clients connect: through the proxy tier, or straight to the SQL tier."""
         if path == "proxy":
@@ -245,7 +167,7 @@ class Lab:
         except (FileNotFoundError, ValueError):
             return {}
 
-    def _write_state(self, **updates: Any) -> None:
+    def write_state(self, **updates: Any) -> None:
         write_json_atomic(self.state_file, self.state() | updates)
 
     def running(self) -> dict[str, bool]:
@@ -339,7 +261,7 @@ class Lab:
         owner_info: dict[str, Any] = {"kind": "manual"} if owner == "manual" else {
             "kind": "session", "pid": os.getpid(), "start_time": proc_start_time(os.getpid())}
         layout = CpuLayout.plan(self.requested_layout, os.sched_getaffinity(0))
-        self._write_state(port_base=self.port_base, owner=owner_info, started=time.time(), cpus=layout.to_json(),
+        self.write_state(port_base=self.port_base, owner=owner_info, started=time.time(), cpus=layout.to_json(),
                           semisync_timeout_ms=self.requested_semisync_timeout_ms)
         self._started_here = True
         try:
@@ -347,13 +269,13 @@ class Lab:
                 self._start_guard(int(owner_info["pid"]), int(owner_info["start_time"]))
             self._start_toxiproxy()
             self._start_mariadb("primary", server_id=1)
-            self._init_primary(password)
+            self.mariadb.init_primary()
             self._start_mariadb("replica", server_id=2)
-            self._init_replica(password)
+            self.mariadb.init_replica(primary_port=self.port(P_REPLICA_PRIMARY))
             self._start_haproxy()
             self._wait_ready()
-            version = self._server_version()
-            self._write_state(version=version)
+            version = self.mariadb.version()
+            self.write_state(version=version)
         except BaseException:
             self._down()
             raise
@@ -382,7 +304,7 @@ class Lab:
             if h and h.stop(timeout=30):
                 done.append(f"stopped {service} pid {h.pid}")
             self._pid_file(service).unlink(missing_ok=True)
-            if cpulimit.release(self._cgroup(service)):
+            if cpulimit.release(cpulimit.cgroup_path(lab_cgroup(self.port_base, service))):
                 done.append(f"removed CPU limit cgroup of {service}")
         if self.run_dir.exists():
             shutil.rmtree(self.run_dir, ignore_errors=True)
@@ -464,13 +386,8 @@ class Lab:
                                       f"{log_tail(self.run_dir / (h.name + '.log'))}")
         return True
 
-    def _mariadb_paths(self, name: str) -> dict[str, Path]:
-        d = self.run_dir / name
-        return {"dir": d, "data": d / "data", "socket": d / "mysqld.sock", "log": self.run_dir / f"{name}.log",
-                "tmp": d / "tmp"}
-
     def _start_mariadb(self, name: str, *, server_id: int) -> None:
-        p = self._mariadb_paths(name)
+        p = self.mariadb.paths(name)
         p["tmp"].mkdir(parents=True, exist_ok=True)
         # A private tmpdir: the servers' temporary files never meet another
         # program's /tmp clean-up (one removed a bootstrap's temp table mid-run).
@@ -481,106 +398,19 @@ class Lab:
         )
         if res.returncode != 0:
             raise InfrastructureError(f"mariadb-install-db for {name} failed: {res.stderr.strip()[-500:]}")
-        self._write_state(**{f"{name}_server_id": server_id})
+        self.write_state(**{f"{name}_server_id": server_id})
         self._spawn_mariadb(name, password=None)
 
-    def _mariadbd_argv(self, name: str) -> list[str]:
-        p = self._mariadb_paths(name)
-        server_id = int(self.state().get(f"{name}_server_id", 1 if name == "primary" else 2))
-        port = self.port(P_PRIMARY if name == "primary" else P_REPLICA)
-        argv = [
-            find_binary("mariadbd", "/usr/sbin/mariadbd"), "--no-defaults", f"--datadir={p['data']}",
-            f"--socket={p['socket']}",
-            f"--port={port}", "--bind-address=127.0.0.1", "--user=root", f"--server-id={server_id}",
-            f"--tmpdir={p['tmp']}",
-            "--log-bin=mysql-bin", "--binlog-format=ROW", "--max-connections=2000",
-            "--max-connect-errors=1000000", "--skip-name-resolve", f"--pid-file={p['dir'] / 'mysqld.pid'}",
-            # The lab measures the network, not this machine's disk.
-            "--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0", "--innodb-buffer-pool-size=256M",
-            "--performance-schema=OFF", "--table-open-cache=4000", "--max-prepared-stmt-count=1048576",
-        ]
-        if name == "primary":
-            # AFTER_COMMIT (the default): each commit waits one round trip to the
-            # replica, like a TiKV write waits for its Raft followers. AFTER_SYNC
-            # would serialise concurrent commits on the acknowledgement.
-            argv += ["--rpl-semi-sync-master-enabled=ON",
-                     f"--rpl-semi-sync-master-timeout={self.semisync_timeout_ms}",
-                     "--rpl-semi-sync-master-wait-point=AFTER_COMMIT"]
-        else:
-            argv += ["--rpl-semi-sync-slave-enabled=ON", "--read-only=ON"]
-        return argv
-
     def _spawn_mariadb(self, name: str, *, password: str | None | bool) -> None:
-        p = self._mariadb_paths(name)
+        p = self.mariadb.paths(name)
         port = self.port(P_PRIMARY if name == "primary" else P_REPLICA)
-        h = spawn(name, self._mariadbd_argv(name), log=p["log"], pid_file=self._pid_file(name),
-                  cpus=self.cpu_layout.server)
-        wait_for(lambda: self._alive_or_fail(h) and self._admin(name, "SELECT 1", password=password, probe=True),
+        server_id = int(self.state().get(f"{name}_server_id", 1 if name == "primary" else 2))
+        argv = self.mariadb.argv(name, port=port, server_id=server_id, semisync_timeout_ms=self.semisync_timeout_ms)
+        h = spawn(name, argv, log=p["log"], pid_file=self._pid_file(name), cpus=self.cpu_layout.server)
+        wait_for(lambda: self._alive_or_fail(h) and self.mariadb.run(name, "SELECT 1", password=password, probe=True),
                  what=f"MariaDB {name} on port {port}", timeout=60,
                  transient=(mysql.connector.Error, InfrastructureError),
                  hint=f"log: {log_tail(p['log'])}")
-
-    @contextmanager
-    def admin(self, name: str, *, password: str | None | bool = True) -> Iterator[Any]:
-        """Root connection over the server's UNIX socket (never over TCP)."""
-        pw = self.credentials.password if password is True else (password or "")
-        conn = mysql.connector.connect(unix_socket=str(self._mariadb_paths(name)["socket"]), user="root",
-                                       password=pw, autocommit=True, connection_timeout=5)
-        try:
-            yield conn
-        finally:
-            conn.close()
-
-    def _admin(self, name: str, *statements: str, password: str | None | bool = True, probe: bool = False) -> Any:
-        rows: Any = None
-        try:
-            with self.admin(name, password=password) as conn:
-                cur = conn.cursor()
-                for st in statements:
-                    cur.execute(st)
-                    rows = cur.fetchall() if cur.with_rows else None
-        except mysql.connector.Error as exc:
-            # A fresh server has an empty root password; after init it has ours.
-            if probe and password is None and getattr(exc, "errno", None) == 1045:
-                return True
-            raise
-        return rows if rows is not None else True
-
-    def _init_primary(self, password: str) -> None:
-        q = password.replace("'", "''")
-        # No replica is connected yet: with semi-sync on, the first binlogged
-        # statement would wait the whole semi-sync timeout (30 s by default) for
-        # an acknowledgement nobody can send. Off for these statements, on again
-        # before the replica connects, so it registers as a semi-sync client.
-        self._admin(
-            "primary",
-            "SET GLOBAL rpl_semi_sync_master_enabled=OFF",
-            "DELETE FROM mysql.global_priv WHERE User=''",
-            f"CREATE USER IF NOT EXISTS '{SQL_USER}'@'127.0.0.1' IDENTIFIED BY '{q}'",
-            f"GRANT ALL ON *.* TO '{SQL_USER}'@'127.0.0.1'",
-            f"CREATE USER IF NOT EXISTS 'repl'@'127.0.0.1' IDENTIFIED BY '{q}'",
-            "GRANT REPLICATION SLAVE ON *.* TO 'repl'@'127.0.0.1'",
-            f"CREATE DATABASE IF NOT EXISTS {DATABASE}",
-            f"ALTER USER 'root'@'localhost' IDENTIFIED BY '{q}'",
-            "FLUSH PRIVILEGES",
-            "SET GLOBAL rpl_semi_sync_master_enabled=ON",
-            password=None,
-        )
-
-    def _init_replica(self, password: str) -> None:
-        q = password.replace("'", "''")
-        self._admin(
-            "replica",
-            f"ALTER USER 'root'@'localhost' IDENTIFIED BY '{q}'",
-            password=None,
-        )
-        self._admin(
-            "replica",
-            "SET GLOBAL gtid_slave_pos=''",
-            f"CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={self.port(P_REPLICA_PRIMARY)}, "
-            f"MASTER_USER='repl', MASTER_PASSWORD='{q}', MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1",
-            "START SLAVE",
-        )
 
     def _start_haproxy(self) -> None:
         cfg = self.run_dir / "haproxy.cfg"
@@ -654,146 +484,16 @@ class Lab:
                  timeout=timeout, transient=(mysql.connector.Error,),
                  hint=f"replica log: {log_tail(self.run_dir / 'replica.log')}")
 
-    def semi_sync_status(self) -> dict[str, str]:
-        """The primary's semi-sync state: ON while commits wait for the replica, OFF after the fallback."""
-        rows = self._admin("primary", "SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_%'")
-        return {str(k): str(v) for k, v in rows}
-
-    def semi_sync_clients(self) -> int:
-        rows = self._admin("primary", "SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_clients'")
-        return int(rows[0][1]) if rows else 0
-
     def _wait_ready(self) -> None:
-        def replica_acks() -> bool:
-            return self.semi_sync_clients() >= 1
-
-        def replica_status() -> str:
-            try:
-                rows = self._admin("replica", "SHOW SLAVE STATUS")
-                return str(rows[0][:40]) if rows else "no slave status"
-            except Exception as exc:  # noqa: BLE001 - only for the message
-                return str(exc)
-
         try:
-            wait_for(replica_acks, what="the replica to acknowledge commits (Rpl_semi_sync_master_clients >= 1)",
+            wait_for(lambda: self.semi_sync_clients() >= 1,
+                     what="the replica to acknowledge commits (Rpl_semi_sync_master_clients >= 1)",
                      timeout=60, transient=(mysql.connector.Error,))
         except InfrastructureError as exc:
-            raise InfrastructureError(f"{exc}; replica status: {replica_status()}; "
+            raise InfrastructureError(f"{exc}; replica status: {self.mariadb.replica_status()}; "
                                       f"replica log: {log_tail(self.run_dir / 'replica.log')}") from None
         # Clients through both paths really reach the primary.
         for path in ("proxy", "direct"):
             host, port = self.endpoint(path)
-            wait_for(functools.partial(self._client_ok, host, port), what=f"SQL through the {path} path",
+            wait_for(functools.partial(self.mariadb.client_ok, host, port), what=f"SQL through the {path} path",
                      timeout=20, transient=(mysql.connector.Error,))
-
-    def _client_ok(self, host: str, port: int) -> bool:
-        cred = self.credentials
-        conn = mysql.connector.connect(host=host, port=port, user=cred.user, password=cred.password,
-                                       database=DATABASE, connection_timeout=5)
-        try:
-            cur = conn.cursor()
-            cur.execute("SELECT 1")
-            return cur.fetchall() == [(1,)]
-        finally:
-            conn.close()
-
-    def _server_version(self) -> str:
-        rows = self._admin("primary", "SELECT VERSION()")
-        return str(rows[0][0])
-
-    # -- inspection --------------------------------------------------------------
-    def status(self) -> dict[str, Any]:
-        running = self.running()
-        state = self.state()
-        out: dict[str, Any] = {
-            "run_dir": str(self.run_dir),
-            "port_base": self.port_base,
-            "up": all(running.values()),
-            "version": state.get("version"),
-            "owner": state.get("owner"),
-            "cpus": CpuLayout.from_json(state.get("cpus")).to_json() if state else None,
-            "semisync_timeout_ms": state.get("semisync_timeout_ms"),
-            "components": {},
-            "endpoints": {p: "%s:%d" % self.endpoint(p) for p in ("proxy", "direct")},
-            "links": {ln.name: {"src": ln.src, "dst": ln.dst, "listen": ln.listen} for ln in self.topology.links},
-        }
-        for s in SERVICES:
-            h = self.handle(s)
-            out["components"][s] = {"running": running[s], "pid": h.pid if h else None}
-        health: dict[str, Any] = {}
-        if running["primary"]:
-            try:
-                health["Rpl_semi_sync_master_clients"] = self.semi_sync_clients()
-            except Exception as exc:  # noqa: BLE001 - status reports, never raises
-                health["primary_error"] = type(exc).__name__
-        if running["toxiproxy"]:
-            try:
-                health["toxics"] = [f"{p}/{t}" for p, t in self.toxiproxy.our_toxics()]
-            except InfrastructureError as exc:
-                health["toxiproxy_error"] = str(exc)
-        out["health"] = health
-        return out
-
-    def repin(self, layout_name: str) -> CpuLayout:
-        """Move the running lab's servers (every thread) to another CPU
-        layout; clients started afterwards follow ``cpu_layout.client``.
-        Used to compare layouts side by side on one lab (``bench/lab_noise``)."""
-        everywhere = os.sched_getaffinity(0)
-        layout = CpuLayout.plan(layout_name, everywhere)
-        for service in SERVICES:
-            h = self.handle(service)
-            if h is None or not h.alive():
-                raise InfrastructureError(f"cannot repin the lab: {service} is not running")
-            cpus = layout.server if service in ("primary", "replica") else layout.client
-            for tid in proc_threads(h.pid):
-                try:
-                    os.sched_setaffinity(tid, set(cpus) or everywhere)
-                except ProcessLookupError:
-                    pass  # a thread that just ended
-        self._write_state(cpus=layout.to_json())
-        return layout
-
-    # -- metrics ------------------------------------------------------------------------
-    def start_prometheus(self) -> LabPrometheus:
-        """Prometheus + node and mysqld exporters for this lab (ports base+10..13),
-        unless they already run; ``down`` stops them with the lab."""
-        prom = LabPrometheus(self.run_dir, self.port_base)
-        if not all(prom.running().values()):
-            prom.down()
-            sockets = {s: self._mariadb_paths(s)["socket"] for s in ("primary", "replica")}
-            prom.up(sockets, self.credentials.password, cpus=self.cpu_layout.client)
-        return prom
-
-    # -- CPU limits --------------------------------------------------------------------
-    def _cgroup(self, service: str) -> Path:
-        try:
-            root = cpulimit._controller_root()[0]
-        except InfrastructureError:
-            root = cpulimit.CGROUP_ROOT
-        return root / f"wanbench-lab-{self.port_base}-{service}"
-
-    def set_cpu_limit(self, service: str, cores: float | None) -> None:
-        """Give one lab server a CPU quota (cgroup CFS bandwidth, like a
-        Kubernetes CPU limit), or remove it (``None``): a bottleneck made by
-        construction, which the evidence's finding must name."""
-        if service not in SERVICES:
-            raise InfrastructureError(f"unknown lab service {service!r} (known: {', '.join(SERVICES)})")
-        h = self.handle(service)
-        if h is None or not h.alive():
-            raise InfrastructureError(f"cannot limit {service}: it is not running")
-        if cores is None:
-            cpulimit.release(self._cgroup(service))
-        else:
-            cpulimit.limit(self._cgroup(service).name, h.pid, cores)
-
-    # -- calibration knob ----------------------------------------------------------
-    def set_handicap(self, rate_kbps: int | None) -> None:
-        """Make the lab slower by a small, adjustable amount: Toxiproxy's
-        per-connection bandwidth toxic on the proxy->primary link delays each
-        response by (bytes / rate), a sub-millisecond added latency that whole
-        -millisecond latency toxics cannot give. ``None`` removes it. The gate
-        calibration tunes the rate to the QPS drop it wants to detect."""
-        self.toxiproxy.delete_toxic("proxy_primary", HANDICAP_TOXIC)
-        if rate_kbps:
-            self.toxiproxy.add_toxic("proxy_primary", HANDICAP_TOXIC, "bandwidth", "downstream",
-                                     {"rate": int(rate_kbps)})

@@ -1,0 +1,152 @@
+"""The lab's two MariaDB servers, as SQL sees them: where each keeps its
+files, the command line it runs with, the root connection over its UNIX
+socket (never TCP), the users and replication set up at start, and the
+semi-sync state of the pair. Needs no running ``Lab``: a run directory,
+the ports and the password are enough.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import mysql.connector
+
+from wanbench.procs import find_binary
+from wanbench.profiles.base import DATABASE, Credentials
+from wanbench.profiles.lab.layout import SQL_USER
+
+SERVERS = ("primary", "replica")
+
+
+@dataclass(frozen=True)
+class LabMariadb:
+    """The primary and the replica of the lab in ``run_dir``."""
+
+    run_dir: Path
+    credentials: Credentials
+
+    def paths(self, name: str) -> dict[str, Path]:
+        d = self.run_dir / name
+        return {"dir": d, "data": d / "data", "socket": d / "mysqld.sock", "log": self.run_dir / f"{name}.log",
+                "tmp": d / "tmp"}
+
+    def argv(self, name: str, *, port: int, server_id: int, semisync_timeout_ms: int) -> list[str]:
+        """``mariadbd``'s command line for one of the two servers."""
+        p = self.paths(name)
+        argv = [
+            find_binary("mariadbd", "/usr/sbin/mariadbd"), "--no-defaults", f"--datadir={p['data']}",
+            f"--socket={p['socket']}",
+            f"--port={port}", "--bind-address=127.0.0.1", "--user=root", f"--server-id={server_id}",
+            f"--tmpdir={p['tmp']}",
+            "--log-bin=mysql-bin", "--binlog-format=ROW", "--max-connections=2000",
+            "--max-connect-errors=1000000", "--skip-name-resolve", f"--pid-file={p['dir'] / 'mysqld.pid'}",
+            # The lab measures the network, not this machine's disk.
+            "--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0", "--innodb-buffer-pool-size=256M",
+            "--performance-schema=OFF", "--table-open-cache=4000", "--max-prepared-stmt-count=1048576",
+        ]
+        if name == "primary":
+            # AFTER_COMMIT (the default): each commit waits one round trip to the
+            # replica, like a TiKV write waits for its Raft followers. AFTER_SYNC
+            # would serialise concurrent commits on the acknowledgement.
+            argv += ["--rpl-semi-sync-master-enabled=ON",
+                     f"--rpl-semi-sync-master-timeout={semisync_timeout_ms}",
+                     "--rpl-semi-sync-master-wait-point=AFTER_COMMIT"]
+        else:
+            argv += ["--rpl-semi-sync-slave-enabled=ON", "--read-only=ON"]
+        return argv
+
+    @contextmanager
+    def admin(self, name: str, *, password: str | None | bool = True) -> Iterator[Any]:
+        """Root connection over the server's UNIX socket (never over TCP)."""
+        pw = self.credentials.password if password is True else (password or "")
+        conn = mysql.connector.connect(unix_socket=str(self.paths(name)["socket"]), user="root",
+                                       password=pw, autocommit=True, connection_timeout=5)
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+    def run(self, name: str, *statements: str, password: str | None | bool = True, probe: bool = False) -> Any:
+        """Run ``statements`` as root; the last one's rows (True when it has none)."""
+        rows: Any = None
+        try:
+            with self.admin(name, password=password) as conn:
+                cur = conn.cursor()
+                for st in statements:
+                    cur.execute(st)
+                    rows = cur.fetchall() if cur.with_rows else None
+        except mysql.connector.Error as exc:
+            # A fresh server has an empty root password; after init it has ours.
+            if probe and password is None and getattr(exc, "errno", None) == 1045:
+                return True
+            raise
+        return rows if rows is not None else True
+
+    def init_primary(self) -> None:
+        q = self.credentials.password.replace("'", "''")
+        # No replica is connected yet: with semi-sync on, the first binlogged
+        # statement would wait the whole semi-sync timeout (30 s by default) for
+        # an acknowledgement nobody can send. Off for these statements, on again
+        # before the replica connects, so it registers as a semi-sync client.
+        self.run(
+            "primary",
+            "SET GLOBAL rpl_semi_sync_master_enabled=OFF",
+            "DELETE FROM mysql.global_priv WHERE User=''",
+            f"CREATE USER IF NOT EXISTS '{SQL_USER}'@'127.0.0.1' IDENTIFIED BY '{q}'",
+            f"GRANT ALL ON *.* TO '{SQL_USER}'@'127.0.0.1'",
+            f"CREATE USER IF NOT EXISTS 'repl'@'127.0.0.1' IDENTIFIED BY '{q}'",
+            "GRANT REPLICATION SLAVE ON *.* TO 'repl'@'127.0.0.1'",
+            f"CREATE DATABASE IF NOT EXISTS {DATABASE}",
+            f"ALTER USER 'root'@'localhost' IDENTIFIED BY '{q}'",
+            "FLUSH PRIVILEGES",
+            "SET GLOBAL rpl_semi_sync_master_enabled=ON",
+            password=None,
+        )
+
+    def init_replica(self, *, primary_port: int) -> None:
+        """Point the replica at the primary through ``primary_port`` (its Toxiproxy link)."""
+        q = self.credentials.password.replace("'", "''")
+        self.run("replica", f"ALTER USER 'root'@'localhost' IDENTIFIED BY '{q}'", password=None)
+        self.run(
+            "replica",
+            "SET GLOBAL gtid_slave_pos=''",
+            f"CHANGE MASTER TO MASTER_HOST='127.0.0.1', MASTER_PORT={primary_port}, "
+            f"MASTER_USER='repl', MASTER_PASSWORD='{q}', MASTER_USE_GTID=slave_pos, MASTER_CONNECT_RETRY=1",
+            "START SLAVE",
+        )
+
+    def semi_sync_status(self) -> dict[str, str]:
+        """The primary's semi-sync state: ON while commits wait for the replica, OFF after the fallback."""
+        rows = self.run("primary", "SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_%'")
+        return {str(k): str(v) for k, v in rows}
+
+    def semi_sync_clients(self) -> int:
+        rows = self.run("primary", "SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_clients'")
+        return int(rows[0][1]) if rows else 0
+
+    def replica_status(self) -> str:
+        """The head of ``SHOW SLAVE STATUS``, for messages (never raises)."""
+        try:
+            rows = self.run("replica", "SHOW SLAVE STATUS")
+            return str(rows[0][:40]) if rows else "no slave status"
+        except Exception as exc:  # noqa: BLE001 - only for the message
+            return str(exc)
+
+    def version(self) -> str:
+        return str(self.run("primary", "SELECT VERSION()")[0][0])
+
+    def client_ok(self, host: str, port: int) -> bool:
+        """The SQL user reaches the primary at ``host:port`` (through the proxy or directly)."""
+        cred = self.credentials
+        conn = mysql.connector.connect(host=host, port=port, user=cred.user, password=cred.password,
+                                       database=DATABASE, connection_timeout=5)
+        try:
+            cur = conn.cursor()
+            cur.execute("SELECT 1")
+            return cur.fetchall() == [(1,)]
+        finally:
+            conn.close()
