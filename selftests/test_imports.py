@@ -134,3 +134,13 @@ def test_the_checker_finds_a_circle_and_lazy_imports() -> None:
     assert cycles({"a": {"b"}, "b": set()}) == []
     g = graph()
     assert "wanbench.gate.budgets" in g["wanbench.gate.verdict"]
+
+
+#: the most lines a module of the package (or of fixtures/) may have: past it, split it by what it does
+MAX_LINES = 500
+
+
+def test_no_module_is_over_the_size_limit() -> None:
+    files = sorted(PACKAGE.rglob("*.py")) + sorted(FIXTURES.rglob("*.py"))
+    big = {module_name(f): n for f in files if (n := len(f.read_text().splitlines())) > MAX_LINES}
+    assert not big, f"modules over {MAX_LINES} lines: {big}"
