@@ -219,13 +219,13 @@ def test_an_orphaned_lab_is_stopped_under_its_lock_and_nothing_else_is(tmp_path:
     try:
         servers = recorded_pids(run_dir)
         assert lab.down_if_orphaned() is None  # started by hand
-        lab._write_state(owner={"kind": "session", "pid": os.getpid(),
+        lab.write_state(owner={"kind": "session", "pid": os.getpid(),
                                 "start_time": proc_start_time(os.getpid())})
         assert lab.down_if_orphaned() is None  # its session is alive (this process)
         assert all(pid_alive(p) for p in servers)
         dead = subprocess.Popen(["true"])  # noqa: S607 - a PID that is surely gone afterwards
         dead.wait(timeout=10)
-        lab._write_state(owner={"kind": "session", "pid": dead.pid, "start_time": 1})
+        lab.write_state(owner={"kind": "session", "pid": dead.pid, "start_time": 1})
         stopped = lab.down_if_orphaned()
         assert stopped is not None
         owner, done = stopped
