@@ -135,7 +135,7 @@ def test_census_values_reach_the_store_and_compare_reads_them(tmp_path: Path) ->
     bc = store.lookup(fp).file.cell(RunCell.of(cell).key)  # type: ignore[union-attr]
     assert bc is not None
     assert bc.run_census["round_trips"] == [pytest.approx(values_of(cell["census"])["round_trips"])]
-    assert table_rows([{**cell, "label": "w50"}])[0][1] == "1.02"
+    assert table_rows([{**cell, "label": "w50"}])[0][2] == "1.02"
 
 
 @pytest.mark.parametrize(("limit", "why"), [("1 round trip", "must be an increase"), ("-0.2", "must be an increase")])

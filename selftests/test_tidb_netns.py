@@ -228,6 +228,13 @@ def test_tikv_write_rate_dry_run_then_real(net: NetnsNetwork, cluster: Topology,
                 sampler = tc._active[fault].sampler
                 assert sampler is not None, "a bandwidth fault samples PD's pending-peer regions"
                 wait_for(lambda: sampler.samples, what="a pending-peer sample", timeout=10)
+                # an interleaved level-0 round: the rules lifted on every host, then back as planned
+                tc.suspend(fault)
+                for hp in plan.hosts:
+                    assert not installed(net, name_of[hp.host])[1], "suspended: no shaped filter left"
+                tc.resume(fault, expected_duration_s=60)
+                for hp in plan.hosts:
+                    assert installed(net, name_of[hp.host])[1] == expected[hp.host]
             finally:
                 cleared = tc.clear(fault, evidence)
             assert cleared.measured["pending_peers"]["max_pending_regions"] == 2

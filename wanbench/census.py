@@ -41,6 +41,9 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from wanbench.interleave import KEY as INTERLEAVE_KEY
+from wanbench.interleave import reference_rounds
+
 #: units of the census metrics, by their first name part
 UNITS = {
     "round_trips": "round trips per operation across the faulted links",
@@ -146,8 +149,10 @@ def census_of(cell: Mapping[str, Any], level0: Mapping[str, Any] | None = None,
     """The census of ``cell`` (a cell's JSON): ``{"metrics": {name: {value, unit}}, ...}``.
 
     ``level0``: the same scenario and concurrency at level 0 of the same run
-    (for round trips); ``lower``: the census of the same group's previous
-    faulted level of this run (for the prediction). Missing inputs leave
+    (for round trips), unless the cell interleaved its own level-0 rounds
+    (``wanbench.interleave``): those, measured beside its faulted rounds;
+    ``lower``: the census of the same group's previous faulted level of this
+    run (for the prediction). Missing inputs leave
     their metrics out, never a guess.
     """
     metrics: dict[str, dict[str, Any]] = {}
@@ -156,14 +161,21 @@ def census_of(cell: Mapping[str, Any], level0: Mapping[str, Any] | None = None,
     out["ops_per_s"] = None if not math.isfinite(ops) else round(ops, 3)
     rtt = added_rtt_ms(cell)
     lat = mean_latency_ms(cell)
+    beside = reference_rounds(cell)
+    if beside:  # interleaved: the cell's own level-0 rounds, each run next to a faulted one
+        level0, level0_id = {"rounds": beside}, "interleaved"
+        record = (cell.get("workload_extra") or {}).get(INTERLEAVE_KEY) or {}
+        out["interleaved"] = {k: record.get(k) for k in ("order", "drop", "log_ratio_sd", "added_latency_ms")}
+        out["interleaved"]["pairs"] = len(record.get("pairs") or ())
+    else:
+        level0_id = str((level0 or {}).get("test_id", ""))
     if level0 is not None and rtt > 0:
         lat0 = mean_latency_ms(level0)
         if math.isfinite(lat) and math.isfinite(lat0):
             k = (lat - lat0) / rtt
             metrics["round_trips"] = _metric(k, UNITS["round_trips"])
             out["round_trips"] = {"added_rtt_ms": rtt, "mean_latency_ms": round(lat, 3),
-                                  "level0_mean_latency_ms": round(lat0, 3),
-                                  "level0": str(level0.get("test_id", ""))}
+                                  "level0_mean_latency_ms": round(lat0, 3), "level0": level0_id}
             prediction = _predict(cell, lat0, rtt, lower)
             if prediction:
                 out["prediction"] = prediction
@@ -226,7 +238,9 @@ def values_of(census: Mapping[str, Any] | None) -> dict[str, float]:
 
 
 def table_rows(cells: Sequence[Mapping[str, Any]]) -> list[list[str]]:
-    """Terminal rows: cell, round trips, the largest bytes per op link, statements per op, the prediction."""
+    """Terminal rows: cell, the drop against the level-0 rounds beside it
+    (interleaved; the spread of log(QPS ratio) over its pairs), round trips,
+    bytes per op by server, statements per op, the prediction."""
     rows = []
     for c in cells:
         census = c.get("census") or {}
@@ -237,8 +251,11 @@ def table_rows(cells: Sequence[Mapping[str, Any]]) -> list[list[str]]:
         links = {k.split(".", 1)[1]: m["value"] for k, m in metrics.items() if k.startswith("bytes_per_op.")}
         stmts = {k.split(".")[1]: m["value"] for k, m in metrics.items() if k.endswith(".statements")}
         pred = census.get("prediction") or {}
+        il = census.get("interleaved") or {}
         rows.append([
             str(c.get("label") or c.get("test_id")),
+            (f"{il['drop'] * 100:.1f}%" + (f" (sd {il['log_ratio_sd']:.3f})" if il.get("log_ratio_sd") is not None
+                                           else "")) if il.get("drop") is not None else "-",
             "-" if rt is None else f"{rt:.2f}",
             ", ".join(f"{k} {v:.0f}" for k, v in sorted(links.items())) or "-",
             ", ".join(f"{k} {v:.2f}" for k, v in sorted(stmts.items())) or "-",

@@ -262,6 +262,7 @@ def assess_cell(
     min_runs: int = 3,
     min_run_spread: float = 0.0,
     census: Mapping[str, float] | None = None,
+    interleaved: bool = False,
 ) -> Pending:
     """Raw statistics of every check of one cell. ``alpha_cell`` is this
     cell's share of the session's alpha; it is split again over the
@@ -269,7 +270,10 @@ def assess_cell(
     ``earlier_runs`` are this cell's runs from earlier invocations of the
     same gate decision (``--gate-max-runs``). ``census``: the cell's census
     values (``wanbench.census.values_of``), judged by its ``census`` checks
-    against the accepted runs' census in their own units."""
+    against the accepted runs' census in their own units. ``interleaved``:
+    ``level0`` holds the cell's own level-0 rounds, run beside its faulted
+    ones, so the machine's drift between blocks minutes apart does not
+    enter its ``level0`` checks."""
     census_list = [c for c in checks if c.kind == "census"]
     checks = [c for c in checks if c.kind != "census"]
     pending = Pending(key, [], incomparable=tuple(incomparable), no_rounds=not any(current.values()))
@@ -329,7 +333,7 @@ def assess_cell(
                                                 min_run_spread=min_run_spread))
             continue
         outcome = assess(check, values, reference, alpha_each=alpha_each)
-        if outcome is not None and check.kind == "level0":
+        if outcome is not None and check.kind == "level0" and not interleaved:
             drops = list(baseline.run_drops.get(check.metric, ())) if baseline is not None and not incomparable else []
             outcome = with_drift(outcome, drops, min_runs=min_runs)
         if outcome is not None:

@@ -26,6 +26,7 @@ from wanbench.census import values_of
 from wanbench.errors import ConfigError
 from wanbench.gate.budgets import CellKey
 from wanbench.gate.integrity import Problem, problems_of
+from wanbench.interleave import reference_rounds
 from wanbench.results import CellResult, write_json_atomic
 
 STORE_SCHEMA = 2
@@ -135,18 +136,21 @@ class RunCell:
     problems: tuple[Problem, ...] = ()
     #: the cell's WAN cost census values (``wanbench.census.values_of``)
     census: Mapping[str, float] = field(default_factory=dict)
+    #: an interleaved cell's own level-0 rounds (``reference_of``); empty when not interleaved
+    reference: Samples = field(default_factory=dict)
 
     @classmethod
     def of(cls, cell: CellResult | Mapping[str, Any]) -> RunCell:
         data = cell.to_json() if isinstance(cell, CellResult) else cell
         client = dict(data.get("client") or {})
-        return cls(cell_key(cell), samples_of(cell), is_level0(cell), client, problems_of(data),
-                   values_of(data.get("census")))
+        return cls(cell_key(cell), samples_of(data), is_level0(cell), client, problems_of(data),
+                   values_of(data.get("census")), reference_of(data))
 
 
 def run_entry_cells(cells: Sequence[RunCell]) -> dict[str, dict[str, Any]]:
     """A run's cells as the store keeps them: rounds, the run's summary, and
-    for faulted cells the drop against the same run's level 0."""
+    for faulted cells the drop against the same run's level 0 (an
+    interleaved cell's own level-0 rounds when it has them)."""
     level0 = {c.key.level0_group: summary_of(c.samples) for c in cells if c.level0 and c.samples}
     out: dict[str, dict[str, Any]] = {}
     for c in cells:
@@ -156,7 +160,7 @@ def run_entry_cells(cells: Sequence[RunCell]) -> dict[str, dict[str, Any]]:
         entry: dict[str, Any] = {"samples": c.samples, "summary": summary}
         if c.census:
             entry["census"] = dict(c.census)
-        ref = None if c.level0 else level0.get(c.key.level0_group)
+        ref = None if c.level0 else (summary_of(c.reference) if c.reference else level0.get(c.key.level0_group))
         if ref and (drop := drops_of(summary, ref)):
             entry["drop"] = drop
         out[c.key.id] = entry
@@ -174,16 +178,8 @@ def _finite(values: Sequence[Any]) -> list[float]:
     return out
 
 
-def samples_of(cell: CellResult | Mapping[str, Any]) -> Samples:
-    """Per-round values by metric name: the raw material of every verdict."""
-    if isinstance(cell, CellResult):
-        rounds = [r.to_json() for r in cell.workload.rounds]
-        extra: Mapping[str, Any] = cell.workload.extra
-        heartbeat = cell.extra.get("heartbeat") or {}
-    else:
-        rounds = list(cell.get("rounds") or [])
-        extra = cell.get("workload_extra") or {}
-        heartbeat = (cell.get("extra") or {}).get("heartbeat") or {}
+def round_samples(rounds: Sequence[Mapping[str, Any]]) -> Samples:
+    """What every round says, by metric: QPS, TPS, error rate, latency percentiles."""
     out: Samples = {
         "qps": _finite([r.get("qps") for r in rounds]),
         "tps": _finite([r.get("tps") for r in rounds]),
@@ -194,6 +190,27 @@ def samples_of(cell: CellResult | Mapping[str, Any]) -> Samples:
     }
     for p in ("p50", "p95", "p99"):
         out[f"latency_ms.{p}"] = _finite([(r.get("latency_ms") or {}).get(p) for r in rounds])
+    return out
+
+
+def reference_of(cell: CellResult | Mapping[str, Any]) -> Samples:
+    """An interleaved cell's level-0 rounds (``wanbench.interleave``) as
+    samples; empty when its rounds were not interleaved."""
+    data = cell.to_json() if isinstance(cell, CellResult) else cell
+    return {k: v for k, v in round_samples(reference_rounds(data)).items() if v}
+
+
+def samples_of(cell: CellResult | Mapping[str, Any]) -> Samples:
+    """Per-round values by metric name: the raw material of every verdict."""
+    if isinstance(cell, CellResult):
+        rounds = [r.to_json() for r in cell.workload.rounds]
+        extra: Mapping[str, Any] = cell.workload.extra
+        heartbeat = cell.extra.get("heartbeat") or {}
+    else:
+        rounds = list(cell.get("rounds") or [])
+        extra = cell.get("workload_extra") or {}
+        heartbeat = (cell.get("extra") or {}).get("heartbeat") or {}
+    out = round_samples(rounds)
     if "tpmc_rounds" in extra:
         out["tpmc"] = _finite(list(extra["tpmc_rounds"]))
     elif extra.get("tpmc") is not None:

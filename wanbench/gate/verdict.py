@@ -239,11 +239,16 @@ class Judge:
             self.level0[key.level0_group] = (key.level, samples)
 
     def pending(self, key: CellKey, samples: Samples, *, alpha_cell: float,
-                client: Mapping[str, Any] | None = None, census: Mapping[str, float] | None = None) -> Pending:
+                client: Mapping[str, Any] | None = None, census: Mapping[str, float] | None = None,
+                reference: Samples | None = None) -> Pending:
+        """``reference``: an interleaved cell's own level-0 rounds, its level 0
+        (else the level-0 cell of this run that ``remember`` saw)."""
         checks = self.budgets.checks_for(key)
         lk = self.lookup
         baseline = lk.file.cell(key) if lk.file is not None else None
         found = None if key.is_level0 else self.level0.get(key.level0_group)
+        if reference and not key.is_level0:
+            found = ("0, interleaved", reference)
         note = lk.note
         if lk.file is not None and baseline is None:
             note = f"{lk.file.path.name} has no rounds of this cell"
@@ -261,6 +266,7 @@ class Judge:
             min_runs=self.budgets.policy.min_runs,
             min_run_spread=self.budgets.policy.min_run_spread,
             census=census,
+            interleaved=bool(reference),
         )
         if lk.incomparable and lk.note:
             pending.notes.insert(0, lk.note)
@@ -274,7 +280,8 @@ class Judge:
     def verdict(self, key: CellKey, samples: Samples, *, cells: int, looks: int = 1,
                 client: Mapping[str, Any] | None = None,
                 problems: Sequence[Problem] = (),
-                census: Mapping[str, float] | None = None) -> tuple[Verdict, Pending]:
+                census: Mapping[str, float] | None = None,
+                reference: Samples | None = None) -> tuple[Verdict, Pending]:
         """One cell's verdict as the session decides it: the session's alpha
         split over ``cells`` gated cells and ``looks`` runs of a chain
         (Bonferroni), each cell's share over its own checks. pytest calls this
@@ -282,6 +289,7 @@ class Judge:
         file, so the two always agree on the same data."""
         m = max(1, cells) * max(1, looks)
         alpha = self.budgets.policy.alpha
-        pending = self.pending(key, samples, alpha_cell=alpha / m, client=client, census=census)
+        pending = self.pending(key, samples, alpha_cell=alpha / m, client=client, census=census,
+                               reference=reference)
         correct_online(pending, m)
         return decide(pending, alpha=alpha, comparisons=m, problems=problems, repeating=looks > 1), pending

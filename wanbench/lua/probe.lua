@@ -13,6 +13,7 @@ sysbench.cmdline.options = {
    kind = {"read (point select) or write (single-row insert)", "read"},
    rows = {"rows of wb_probe_read (ids 1..rows)", 10000},
    extra_round_trips = {"calibration handicap: a 'SELECT 1' this many times before each event's statement", 0},
+   extra_bytes = {"calibration handicap: a parameter of this many bytes more with each statement, ignored by it", 0},
 }
 
 function thread_init()
@@ -20,24 +21,44 @@ function thread_init()
    con = drv:connect()
    local kind = sysbench.opt.kind
    local extra = sysbench.opt.extra_round_trips
+   local pad_bytes = sysbench.opt.extra_bytes
    if kind == "read" then
       local rows = sysbench.opt.rows
       local uniform = sysbench.rand.uniform
-      stmt = con:prepare("SELECT c FROM wb_probe_read WHERE id = ?")
-      local id = stmt:bind_create(sysbench.sql.type.INT)
-      stmt:bind_param(id)
+      local id
+      if pad_bytes > 0 then  -- the same row, the same plan: only the bytes on the wire grow
+         stmt = con:prepare("SELECT c FROM wb_probe_read WHERE id = ? AND ? IS NOT NULL")
+         id = stmt:bind_create(sysbench.sql.type.INT)
+         local pad = stmt:bind_create(sysbench.sql.type.CHAR, pad_bytes)
+         pad:set(string.rep("p", pad_bytes))
+         stmt:bind_param(id, pad)
+      else
+         stmt = con:prepare("SELECT c FROM wb_probe_read WHERE id = ?")
+         id = stmt:bind_create(sysbench.sql.type.INT)
+         stmt:bind_param(id)
+      end
       -- specialised per thread: no option lookups on the per-event path
       event = function()
          id:set(uniform(1, rows))
          stmt:execute()
       end
    elseif kind == "write" then
-      stmt = con:prepare("INSERT INTO wb_probe_write (k, c) VALUES (?, ?)")
-      local k = stmt:bind_create(sysbench.sql.type.INT)
-      local c = stmt:bind_create(sysbench.sql.type.CHAR, 120)
+      local k, c
+      if pad_bytes > 0 then  -- the same row written: only the bytes on the wire grow
+         stmt = con:prepare("INSERT INTO wb_probe_write (k, c) VALUES (?, LEFT(CONCAT(?, ?), 120))")
+         k = stmt:bind_create(sysbench.sql.type.INT)
+         c = stmt:bind_create(sysbench.sql.type.CHAR, 120)
+         local pad = stmt:bind_create(sysbench.sql.type.CHAR, pad_bytes)
+         pad:set(string.rep("p", pad_bytes))
+         stmt:bind_param(k, c, pad)
+      else
+         stmt = con:prepare("INSERT INTO wb_probe_write (k, c) VALUES (?, ?)")
+         k = stmt:bind_create(sysbench.sql.type.INT)
+         c = stmt:bind_create(sysbench.sql.type.CHAR, 120)
+         stmt:bind_param(k, c)
+      end
       c:set(string.rep("w", 120))
       k:set(sysbench.tid)
-      stmt:bind_param(k, c)
       event = function()
          stmt:execute()
       end

@@ -91,6 +91,15 @@ class Cluster(Protocol):
         """Remove ``fault`` and verify it is gone."""
         ...
 
+    def suspend(self, fault: Fault) -> None:
+        """Lift ``fault`` for a level-0 block of an interleaved cell: its rules
+        removed and verified gone, its lease and dead-man timer kept."""
+        ...
+
+    def resume(self, fault: Fault, *, expected_duration_s: float) -> None:
+        """Put a suspended ``fault`` back in place and verify its rules are there."""
+        ...
+
     def sweep(self) -> list[str]:
         """Remove faults an earlier, dead run left behind; what was removed."""
         ...

@@ -48,6 +48,9 @@ class EngineContext:
     #: the hooks a measured run reports its window to (``sysproc.WindowHooks``,
     #: server-side evidence), fresh for each measured run; None: nobody listens
     window: Callable[[], Any] = lambda: None
+    #: the running cell's fault switch (``wanbench.interleave.Switch``) when its
+    #: rounds are to be interleaved with level-0 rounds; None: all rounds as they are
+    interleave: Callable[[], Any] = lambda: None
 
 
 class WorkloadEngine(Protocol):

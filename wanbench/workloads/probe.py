@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from wanbench.errors import ConfigError
+from wanbench.interleave import Switch, run_interleaved
 from wanbench.results import Round, WorkloadResult
 from wanbench.workloads import EngineContext
 from wanbench.workloads.loadhosts import LoadHosts, session_load_hosts
 from wanbench.workloads.sysbench import PROBE_KINDS, SysbenchRunner
+from wanbench.workloads.sysbench_output import merge_results
 
 #: queries per round when --queries is not given (the seed used 100000
 #: reads and 1000 writes per mysqlslap iteration; these keep a lab run short)
@@ -62,6 +64,7 @@ class ProbeEngine:
         timeout = ctx.option("round_timeout")
         cap = ctx.option("round_cap")
         extra = int(ctx.option("probe_extra_round_trips") or 0)
+        pad = int(ctx.option("probe_extra_bytes") or 0)
 
         def on_round(i: int, rnd: Round) -> None:
             ctx.progress(f"  round {i}/{rounds}: {rnd.queries} queries in {rnd.seconds:.2f}s = "
@@ -79,11 +82,36 @@ class ProbeEngine:
             with ctx.step("warm up"):
                 runner.probe(variant, concurrency=concurrency, queries=max(2 * concurrency, queries // 5), rounds=1,
                              timeout=timeout, max_seconds=cap / 5 if cap else None)
-            runner.window_hooks = ctx.window()
+            window = ctx.window()
+            switch = ctx.interleave()
+            if switch is not None:
+                return interleaved(concurrency, switch, window)
+            runner.window_hooks = window
             try:
                 return runner.probe(variant, concurrency=concurrency, queries=queries, rounds=rounds,
                                     timeout=timeout, on_round=on_round, max_seconds=cap,
-                                    extra_round_trips=extra)
+                                    extra_round_trips=extra, extra_bytes=pad)
+            finally:
+                runner.window_hooks = None
+
+        def interleaved(concurrency: int, switch: Switch, window: Any) -> WorkloadResult:
+            """ABBA: each faulted round beside a level-0 round; only the
+            faulted rounds' windows reach the evidence (the census counts them)."""
+
+            def one(faulted: bool, i: int, total: int) -> WorkloadResult:
+                runner.window_hooks = window if faulted else None
+                part = runner.probe(variant, concurrency=concurrency, queries=queries, rounds=1, timeout=timeout,
+                                    max_seconds=cap, extra_round_trips=extra, extra_bytes=pad)
+                rnd = part.rounds[0]
+                side = "fault" if faulted else "level 0"
+                ctx.progress(f"  round {i}/{total} ({side}): {rnd.queries} queries in {rnd.seconds:.2f}s = "
+                             f"{rnd.qps:.0f} QPS, p95 {rnd.latency_ms.p95:.2f} ms")
+                with ctx.step(f"round {i} ({side}): {rnd.qps:.0f} QPS, p95 {rnd.latency_ms.p95:.2f} ms"):
+                    pass
+                return part
+
+            try:
+                return run_interleaved(rounds, switch, one, merge_results).result()
             finally:
                 runner.window_hooks = None
 

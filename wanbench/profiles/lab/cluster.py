@@ -134,6 +134,22 @@ class LabCluster:
             self._disarm(fault)
         return self.verify_cleared(fault, evidence)
 
+    def suspend(self, fault: Fault) -> None:
+        self.mechanism(fault.level.kind).clear(fault)
+        left = self._present(fault)
+        if left:
+            raise FaultVerificationError("lab", f"fault {fault.label} still present after lifting it: {left}")
+
+    def resume(self, fault: Fault, *, expected_duration_s: float) -> None:
+        self.mechanism(fault.level.kind).apply(fault, deadline_s=expected_duration_s + self.grace_s)
+        if not self._present(fault):
+            raise FaultVerificationError("lab", f"fault {fault.label} not in place after putting it back")
+
+    def _present(self, fault: Fault) -> list[str]:
+        if self.mechanism(fault.level.kind) is self._toxiproxy:
+            return self._toxiproxy.present(fault)
+        return present_rules(self.mechanism(fault.level.kind), fault)
+
     def verify(self, fault: Fault, evidence: Evidence) -> Evidence:
         if fault.level.kind is not FaultKind.DELAY:  # delay is measured the same way for every mechanism
             cred = self.lab.credentials
@@ -158,11 +174,7 @@ class LabCluster:
         return ev
 
     def verify_cleared(self, fault: Fault, evidence: Evidence) -> Evidence:
-        present: list[str]
-        if self.mechanism(fault.level.kind) is self._toxiproxy:
-            present = self._toxiproxy.present(fault)
-        else:
-            present = present_rules(self.mechanism(fault.level.kind), fault)
+        present = self._present(fault)
         if present:
             raise FaultVerificationError("lab", f"fault {fault.label} still present after clear: {present}")
         notes = (*evidence.notes, "cleared and verified absent")

@@ -249,6 +249,20 @@ class TidbCluster:
             measured["pending_peers"] = summary
         return dataclasses.replace(evidence, measured=measured, notes=(*evidence.notes, "cleared and verified absent"))
 
+    def suspend(self, fault: Fault) -> None:
+        """The plan's tc rules removed on every host (read back: gone); the
+        hosts' dead-man timers are re-armed when the rules come back."""
+        active = self._active[fault]
+        for mech in active.mechanisms:
+            mech.clear(fault)
+        self._verify(active.plan, resolve_interfaces(active.plan, self.executors), present=False)
+
+    def resume(self, fault: Fault, *, expected_duration_s: float) -> None:
+        active = self._active[fault]
+        for mech in active.mechanisms:
+            mech.apply(fault, deadline_s=expected_duration_s + self.grace_s)
+        self._verify(active.plan, resolve_interfaces(active.plan, self.executors), present=True)
+
     def _clear_mechs(self, fault: Fault, active: _Active) -> dict[str, Any] | None:
         summary = None
         if active.sampler is not None:

@@ -1,0 +1,66 @@
+"""Interleaved levels on a real lab, as a user runs the suite: each faulted
+round beside a level-0 round, the fault lifted and put back in between,
+nothing left behind."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from selftests.labutil import free_port_base, load_results, run_suite
+
+pytestmark = [pytest.mark.lab, pytest.mark.slow]
+
+
+def test_faulted_cells_carry_their_own_level_0_and_count_round_trips_against_it(tmp_path: Path) -> None:
+    for tool in ("mariadbd", "sysbench", "haproxy"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is not installed")
+    out = tmp_path / "results.json"
+    res = run_suite("tests/rtt", "--lab-dir", str(tmp_path / "lab"),
+                    "--lab-port-base", str(free_port_base(24400, 24600, span=8)),
+                    "--scenario", "replica_write,replica_read", "--rtt", "0,40ms", "--concurrency", "8",
+                    "--rounds", "2", "--queries", "400", "--results-json", str(out), "-p", "no:randomly",
+                    timeout=600)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+    assert "each round beside a level-0 round (ABBA)" in res.stdout
+    assert "round 2/4 (level 0)" in res.stdout
+    cells = {c["test_id"].split("[", 1)[1].rstrip("]"): c for c in load_results(out)}
+    write, read = cells["replica_write-40ms-c8"], cells["replica_read-40ms-c8"]
+    for cell in (write, read):
+        record = cell["workload_extra"]["interleave"]
+        assert record["order"] == "ABBA"
+        assert len(cell["rounds"]) == 2
+        assert len(record["reference"]["rounds"]) == 2
+        assert len(record["pairs"]) == 2
+        assert cell["census"]["round_trips"]["level0"] == "interleaved"
+        # the evidence counts the faulted rounds only: totals over the cell's own rounds
+        assert cell["extra"]["evidence"]["windows"] == 2
+    # a commit waits for the replica's acknowledgement: one round trip across the faulted link
+    assert 0.8 <= write["census"]["metrics"]["round_trips"]["value"] <= 1.2, write["census"]
+    assert write["workload_extra"]["interleave"]["drop"] > 0.5
+    # reads are served by the primary: the replica's delay costs them no round trip
+    assert abs(read["census"]["metrics"]["round_trips"]["value"]) < 0.1, read["census"]
+    assert "interleave" not in cells["replica_write-0ms-c8"]["workload_extra"]
+    assert "drop beside level 0" in res.stdout
+
+
+def test_no_interleave_runs_every_round_under_the_fault(tmp_path: Path) -> None:
+    for tool in ("mariadbd", "sysbench", "haproxy"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is not installed")
+    out = tmp_path / "results.json"
+    res = run_suite("tests/rtt", "--lab-dir", str(tmp_path / "lab"),
+                    "--lab-port-base", str(free_port_base(24400, 24600, span=8)),
+                    "--scenario", "replica_write", "--rtt", "0,40ms", "--concurrency", "8", "--rounds", "2",
+                    "--queries", "300", "--no-interleave", "--results-json", str(out), "-p", "no:randomly",
+                    timeout=600)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+    assert "(level 0)" not in res.stdout
+    faulted = next(c for c in load_results(out) if c["level"]["value"] == 40)
+    assert "interleave" not in faulted["workload_extra"]
+    assert faulted["census"]["round_trips"]["level0"].endswith("replica_write-0ms-c8]")
+    assert json.dumps(faulted)  # the document stays plain JSON

@@ -1,0 +1,147 @@
+"""Interleaved levels: a faulted cell measures its own level 0, seconds apart.
+
+On a shared VM the machine's speed drifts 25-35 % over minutes
+(docs/calibration.md), so a level-0 cell measured minutes before a faulted
+one is not the level 0 the faulted cell ran beside. An interleaved cell runs
+its rounds in ABBA order, ``A`` under the fault and ``B`` with the fault
+lifted (its rules removed, its lease and dead-man timer kept), so each
+faulted round has a level-0 round next to it::
+
+    A B B A A B B A ...   (rounds faulted rounds, as many reference rounds)
+
+Each pair (the faulted round and the reference round beside it) gives a QPS
+ratio and an added mean latency; drift that moves both rounds of a pair
+cancels in them. The cell keeps its faulted rounds as its rounds (the seed
+tables' numbers) and the reference rounds beside them
+(``workload_extra.interleave``), from which the gate takes its level 0: the
+``drop`` and ``level0`` checks and the census' round trips per operation.
+
+The fault's own switch is the cluster's: ``Cluster.suspend`` /
+``Cluster.resume`` (the lab: Toxiproxy toxics, tc or nft rules on ``lo``;
+TiDB: the tc rules on every host of the plan), each verified.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from wanbench.results import WorkloadResult
+
+#: ``workload_extra`` key of an interleaved cell
+KEY = "interleave"
+
+
+class Switch(Protocol):
+    """Puts the cell's fault in place (True) or lifts it (False), verified."""
+
+    def __call__(self, faulted: bool) -> None: ...
+
+
+def schedule(rounds: int) -> list[bool]:
+    """ABBA order of ``rounds`` faulted rounds and as many reference rounds
+    (True: under the fault). It starts under the fault, as the level is
+    applied, and every pair holds one round of each side."""
+    if rounds <= 0:
+        raise ValueError(f"an interleaved cell needs at least one round, not {rounds}")
+    out: list[bool] = []
+    for i in range(rounds):
+        out += [True, False] if i % 2 == 0 else [False, True]
+    return out
+
+
+def _mean_latency(r: Mapping[str, Any]) -> float:
+    v = (r.get("latency_ms") or {}).get("avg")
+    return float(v) if v is not None else math.nan
+
+
+def paired(faulted: Sequence[Mapping[str, Any]], reference: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The pairs of an interleaved cell (rounds as JSON) and what they say:
+    per pair the QPS ratio and the added mean latency; over the pairs the
+    geometric mean ratio (``qps_ratio``), its drop, the spread of
+    log(ratio) between pairs and the mean added latency."""
+    out_pairs = []
+    logs: list[float] = []
+    added: list[float] = []
+    for a, b in zip(faulted, reference, strict=False):
+        qa, qb = float(a.get("qps") or math.nan), float(b.get("qps") or math.nan)
+        la, lb = _mean_latency(a), _mean_latency(b)
+        pair: dict[str, Any] = {"qps": [qa, qb], "mean_latency_ms": [la, lb]}
+        if qa > 0 and qb > 0:
+            pair["log_ratio"] = round(math.log(qa / qb), 6)
+            logs.append(math.log(qa / qb))
+        if math.isfinite(la) and math.isfinite(lb):
+            pair["added_ms"] = round(la - lb, 4)
+            added.append(la - lb)
+        out_pairs.append(pair)
+    summary: dict[str, Any] = {"pairs": out_pairs}
+    if logs:
+        ratio = math.exp(statistics.fmean(logs))
+        summary["qps_ratio"] = round(ratio, 6)
+        summary["drop"] = round(1.0 - ratio, 6)
+        summary["log_ratio_sd"] = round(statistics.stdev(logs), 6) if len(logs) > 1 else None
+    if added:
+        summary["added_latency_ms"] = round(statistics.fmean(added), 4)
+    return summary
+
+
+@dataclass(frozen=True)
+class Interleaved:
+    """What an interleaved cell ran: its faulted rounds and its reference rounds."""
+
+    faulted: WorkloadResult
+    reference: WorkloadResult
+    plan: tuple[bool, ...]
+
+    def result(self) -> WorkloadResult:
+        """The cell's result: the faulted rounds as its rounds, the reference beside them."""
+        f, ref = self.faulted, self.reference
+        rounds_a = [r.to_json() for r in f.rounds]
+        rounds_b = [r.to_json() for r in ref.rounds]
+        record = {
+            "order": "".join("A" if x else "B" for x in self.plan),
+            "reference": {"rounds": rounds_b, "latency_ms": ref.latency_ms.to_json(),
+                          "errors": ref.errors},
+            **paired(rounds_a, rounds_b),
+        }
+        client = dict(f.client)
+        if ref.client.get("saturated") and not client.get("saturated"):
+            client = {**client, "saturated": True, "message": f"level-0 rounds: {ref.client.get('message', '')}"}
+        return WorkloadResult(
+            workload=f.workload, concurrency=f.concurrency, rounds=f.rounds, latency_ms=f.latency_ms,
+            errors=f.errors, errors_by_code=f.errors_by_code, ignored_errors=f.ignored_errors,
+            reconnects=f.reconnects, series=f.series, reports=(*f.reports, *ref.reports), client=client,
+            extra={**f.extra, KEY: record},
+        )
+
+
+def run_interleaved(rounds: int, switch: Switch, run_round: Callable[[bool, int, int], WorkloadResult],
+                    merge: Callable[[Sequence[WorkloadResult]], WorkloadResult]) -> Interleaved:
+    """Run ``rounds`` faulted rounds and as many reference rounds in ABBA
+    order. ``run_round(faulted, index, total)`` runs one round and returns
+    it as a one-round result; ``merge`` makes one result of several. The
+    fault is in place again when this returns or raises (the rounds that
+    follow, other concurrencies of the level, run under it)."""
+    plan = schedule(rounds)
+    done: dict[bool, list[WorkloadResult]] = {True: [], False: []}
+    state = True  # the level is applied when the cell starts
+    try:
+        for i, faulted in enumerate(plan, start=1):
+            if faulted != state:
+                switch(faulted)
+                state = faulted
+            done[faulted].append(run_round(faulted, i, len(plan)))
+    finally:
+        if not state:
+            switch(True)
+    return Interleaved(merge(done[True]), merge(done[False]), tuple(plan))
+
+
+def reference_rounds(cell: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The reference (level-0) rounds of an interleaved cell's JSON; [] when it was not interleaved."""
+    record = (cell.get("workload_extra") or {}).get(KEY) or {}
+    return list((record.get("reference") or {}).get("rounds") or [])
+
