@@ -79,9 +79,10 @@ def run(args: argparse.Namespace) -> int:
             removed = clear(client, run_prefix)
             if args.run_id:
                 removed += clear_host_faults(args.run_id, args.state_dir)
+            # the scratch first: the lab's run directory going is the last sign that all is clear
+            removed += [f"removed {path}" for path, _ in scratch.sweep_stale(owner_pid=args.runner_pid)]
             if args.lab_dir:
                 removed += stop_lab_of(args.runner_pid, args.runner_start, Path(args.lab_dir), args.lab_port_base)
-            removed += [f"removed {path}" for path, _ in scratch.sweep_stale(owner_pid=args.runner_pid)]
             print(f"watchdog: runner {args.runner_pid} is gone; removed {removed}", flush=True)
             return 0
         for path, prefix, why in expired_toxic_leases(leases, time.time()):

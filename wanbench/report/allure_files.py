@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from wanbench.procs import cpu_model
-from wanbench.report.allure_out import CATEGORIES, _session, redact
+from wanbench.report import allure_out
+from wanbench.report.allure_out import CATEGORIES, redact
 from wanbench.results import CellResult, write_json_atomic, write_text_atomic
 
 # -- run context -----------------------------------------------------------------------------------
@@ -49,7 +50,7 @@ def run_environment(extra: Mapping[str, Any] | None = None,
                     cells: Iterable[CellResult] = ()) -> dict[str, str]:
     """environment.properties values: client facts, what was noted, what cells show."""
     env = client_facts()
-    env.update(_session.environment)
+    env.update(allure_out.noted_environment())  # the session object is replaced per run: read it now
     used = sorted({str(c.fault.get("mechanism")) for c in cells
                    if c.fault and c.fault.get("mechanism") not in (None, "", "none")})
     if used:
