@@ -84,6 +84,12 @@ class Bucketed:
             b = int(k)
             self.hist[b] = self.hist.get(b, 0) + int(v)
 
+    def absorb(self, other: Bucketed) -> None:
+        """Add ``other``'s outcomes to these (rounds one after another)."""
+        self.merge({"count": other.count, "sum_us": other.sum_us, "max_us": other.max_us,
+                    "min_us": other.min_us if other.min_us != math.inf else -1,
+                    "hist": {str(k): v for k, v in other.hist.items()}})
+
     def percentile_ms(self, pct: float) -> float:
         """Upper edge of the bucket holding the pct-th sample (at most the true max)."""
         if not self.count:
@@ -271,19 +277,22 @@ def expected_efficiency(summary: TpccSummary, *, oversleep_s: float = 0.0) -> fl
 _QUERIES = re.compile(r"^\s*queries:\s+(\d+)", re.M)
 
 
+def add_counts(into: dict[str, int], more: Mapping[str, int]) -> None:
+    """Counts by name (error codes, ...) added into ``into``."""
+    for name, n in more.items():
+        into[name] = into.get(name, 0) + n
+
+
 def merge_stats(parts: Sequence[RunStats]) -> RunStats:
     """Rounds one after another: counts and histograms add, and so do seconds."""
     types = {t: TypeStats() for t in TYPES}
     for p in parts:
         for name, ts in p.types.items():
             into = types.setdefault(name, TypeStats())
-            for mine, theirs in ((into.ok, ts.ok), (into.err, ts.err)):
-                mine.merge({"count": theirs.count, "sum_us": theirs.sum_us, "max_us": theirs.max_us,
-                            "min_us": theirs.min_us if theirs.min_us != math.inf else -1,
-                            "hist": {str(k): v for k, v in theirs.hist.items()}})
+            into.ok.absorb(ts.ok)
+            into.err.absorb(ts.err)
             into.rollbacks += ts.rollbacks
-            for code, n in ts.codes.items():
-                into.codes[code] = into.codes.get(code, 0) + n
+            add_counts(into.codes, ts.codes)
     return RunStats(seconds=sum(p.seconds for p in parts), threads=max((p.threads for p in parts), default=0),
                     types=types, waits=sum(p.waits for p in parts),
                     wait_requested_s=sum(p.wait_requested_s for p in parts),

@@ -11,7 +11,7 @@ from typing import Any
 
 from wanbench.errors import InfrastructureError
 from wanbench.results import YCSB_OPS
-from wanbench.workloads.tpcc_model import Bucketed
+from wanbench.workloads.tpcc_model import Bucketed, add_counts
 
 OPS = YCSB_OPS
 STATS_PREFIX = "YCSB_STATS "
@@ -128,13 +128,10 @@ def merge_stats(parts: Sequence[RunStats]) -> RunStats:
     for p in parts:
         for name, st in p.ops.items():
             into = ops.setdefault(name, OpStats())
-            for mine, theirs in ((into.ok, st.ok), (into.err, st.err)):
-                mine.merge({"count": theirs.count, "sum_us": theirs.sum_us, "max_us": theirs.max_us,
-                            "min_us": theirs.min_us if theirs.min_us != math.inf else -1,
-                            "hist": {str(k): v for k, v in theirs.hist.items()}})
+            into.ok.absorb(st.ok)
+            into.err.absorb(st.err)
             into.not_found += st.not_found
-            for code, n in st.codes.items():
-                into.codes[code] = into.codes.get(code, 0) + n
+            add_counts(into.codes, st.codes)
     keys: dict[int, int] = {}
     for p in parts:
         for k, n in p.key_counts.items():
