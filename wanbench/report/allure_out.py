@@ -40,6 +40,7 @@ from allure_commons import plugin_manager
 from allure_commons._allure import StepContext
 from allure_commons.types import AttachmentType
 
+from wanbench.redact import hide
 from wanbench.report import charts, tables
 from wanbench.report import evidence as evidence_report
 from wanbench.results import YCSB_OPS, CellResult, dumps_strict, write_json_atomic
@@ -199,9 +200,7 @@ def add_secret(secret: str | None) -> None:
 
 
 def redact(text: str) -> str:
-    for s in _session.secrets:
-        text = text.replace(s, "***")
-    return text
+    return hide(text, _session.secrets)
 
 
 def allure_active() -> bool:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from wanbench.errors import ConfigError, InfrastructureError, MissingToolError
+from wanbench.redact import hide
 from wanbench.results import Round, WorkloadResult
 from wanbench.units import parse_duration_ms, parse_list
 from wanbench.workloads import preflight, sysproc
@@ -154,9 +155,7 @@ class SysbenchRunner:
         return f"{self.host}:{self.port}"
 
     def redact(self, text: str) -> str:
-        if self.password:
-            text = text.replace(self.password, "***")
-        return text
+        return hide(text, [self.password])
 
     def connection_args(self) -> list[str]:
         return [

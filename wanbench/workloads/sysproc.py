@@ -45,6 +45,7 @@ from typing import Any, Protocol
 from wanbench import scratch
 from wanbench.errors import InfrastructureError, MissingToolError
 from wanbench.procs import load_preexec, proc_cpu_seconds
+from wanbench.redact import redactor
 from wanbench.workloads.clientcpu import ClientLoad, RunnableSampler, usable_cores
 
 #: the environment variable that names the process's scratch directory
@@ -81,16 +82,9 @@ def options_file(options: Sequence[str], *, prefix: str = "wanbench-sysbench-") 
             os.unlink(name)
 
 
-def redactor(secrets: Sequence[str]) -> Callable[[str], str]:
-    """Replace the value of every ``name=value`` secret by ``***``."""
-    values = [s.split("=", 1)[1] for s in secrets if "=" in s and s.split("=", 1)[1]]
-
-    def redact(text: str) -> str:
-        for v in values:
-            text = text.replace(v, "***")
-        return text
-
-    return redact
+def option_redactor(secrets: Sequence[str]) -> Callable[[str], str]:
+    """Hide the value of every ``name=value`` secret option line."""
+    return redactor(s.split("=", 1)[1] for s in secrets if "=" in s)
 
 
 def _start(argv: Sequence[str], *, env: Mapping[str, str], cpus: Collection[int]) -> subprocess.Popen[str]:
@@ -143,7 +137,7 @@ def run(
     Raises ``InfrastructureError`` when sysbench had to be killed; a non-zero
     exit is returned, for the engine to explain.
     """
-    hide = redact or redactor(secrets)
+    hide = redact or option_redactor(secrets)
     work = scratch.make_scratch()
     try:
         full_env = dict(os.environ)

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from wanbench.errors import CommandError, ConfigError, InfrastructureError, MissingToolError
+from wanbench.redact import redactor
 from wanbench.results import Latency, Round, WorkloadResult
 from wanbench.workloads import sysproc
 from wanbench.workloads.clientcpu import ClientLoad, assess, usable_cores
@@ -44,10 +45,6 @@ LUA_DIR = Path(__file__).resolve().parent.parent / "lua"
 SCRIPT = LUA_DIR / "tpcc.lua"
 
 # ---------------------------------------------------------------- sysbench
-
-
-def _redact(text: str, conn: Connection) -> str:
-    return text.replace(conn.password, "***") if conn.password else text
 
 
 @dataclass(frozen=True)
@@ -84,7 +81,7 @@ def run_sysbench(conn: Connection, opts: TpccOptions, command: str, *, timeout: 
     argv = sysbench_argv(conn, opts, command)
     res = sysproc.run(argv, what=f"sysbench tpcc {command} on {conn.label}", timeout=timeout, threads=opts.threads,
                       secrets=[f"mysql-user={conn.user}", f"mysql-password={conn.password}"],
-                      cpus=conn.client_cpus, redact=lambda text: _redact(text, conn),
+                      cpus=conn.client_cpus, redact=redactor([conn.password]),
                       window_marker="Threads started!" if window is not None else None, window=window)
     result = SysbenchRun(res.command, res.exit_status, res.text, res.wall_s, res.cpu_s)
     if result.exit_status != 0:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from wanbench.errors import ConfigError, InfrastructureError
+from wanbench.redact import redactor
 from wanbench.results import Round, WorkloadResult
 from wanbench.units import parse_list
 from wanbench.workloads import sysproc
@@ -217,10 +218,6 @@ def _secrets(conn: Connection) -> list[str]:
     return [f"mysql-user={conn.user}", f"mysql-password={conn.password}"]
 
 
-def _redact(conn: Connection) -> Any:
-    return lambda text: text.replace(conn.password, "***") if conn.password else text
-
-
 def load(conn: Connection, opts: YcsbOptions, *, threads: int = 4, timeout: float = 1800.0) -> LoadResult:
     """Drop and re-create usertable, then load it with sysbench (timed)."""
     cols = ", ".join(f"{f} VARCHAR({opts.field_length}) NOT NULL" for f in field_names(opts.fields))
@@ -231,7 +228,7 @@ def load(conn: Connection, opts: YcsbOptions, *, threads: int = 4, timeout: floa
     start = time.monotonic()
     res = sysproc.run(_argv(conn, opts, "prepare", threads=threads), what=f"ycsb load into {conn.label}",
                       timeout=timeout, threads=threads, secrets=_secrets(conn), cpus=conn.client_cpus,
-                      redact=_redact(conn))
+                      redact=redactor([conn.password]))
     seconds = time.monotonic() - start
     if res.exit_status != 0:
         tail = " | ".join(res.text.strip().splitlines()[-5:])
@@ -276,7 +273,7 @@ def run_round(conn: Connection, opts: YcsbOptions, *, window: sysproc.WindowHook
     timeout = (opts.duration if not opts.operations else 3600.0) + opts.grace
     res = sysproc.run(_argv(conn, opts, "run", threads=opts.threads), what=f"ycsb {opts.label} on {conn.label}",
                       timeout=timeout, threads=opts.threads, secrets=_secrets(conn), cpus=conn.client_cpus,
-                      redact=_redact(conn), window_marker="Threads started!", window=window)
+                      redact=redactor([conn.password]), window_marker="Threads started!", window=window)
     if res.exit_status != 0:
         tail = " | ".join(res.text.strip().splitlines()[-5:])
         raise InfrastructureError(f"ycsb {opts.label} on {conn.label}: sysbench exited {res.exit_status}: {tail}")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wanbench.errors import ConfigError, InfrastructureError
+from wanbench.redact import hide
 from wanbench.topology import Topology
 
 CLUSTER_INFO_SQL = (
@@ -152,7 +153,7 @@ def collect_facts(target: SQLTarget) -> TiDBFacts:
 
 def _safe(exc: BaseException, password: str) -> str:
     text = str(exc)
-    return text.replace(password, "***") if password else text
+    return hide(text, [password])
 
 
 _VERSION = re.compile(r"\bv?\d+\.\d+\.\d+")
