@@ -52,6 +52,7 @@ from typing import Any, Protocol
 import mysql.connector
 
 from wanbench.errors import ConfigError, InfrastructureError
+from wanbench.sql import connect as sql_connect
 from wanbench.wait import wait_for
 
 OK, FAILED, UNKNOWN, SKIPPED = "ok", "failed", "unknown", "skipped"
@@ -140,10 +141,9 @@ class Attempt:
 
 
 def _connect(ep: Endpoint, cfg: HeartbeatConfig) -> Any:
-    return mysql.connector.connect(
-        host=ep.host, port=ep.port, user=ep.user, password=ep.password, database=ep.database,
-        autocommit=True, use_pure=True, connection_timeout=cfg.connect_timeout_s,
-        read_timeout=cfg.read_timeout_s, write_timeout=cfg.read_timeout_s)
+    return sql_connect(host=ep.host, port=ep.port, user=ep.user, password=ep.password, database=ep.database,
+                       use_pure=True, timeout=cfg.connect_timeout_s, read_timeout=cfg.read_timeout_s,
+                       write_timeout=cfg.read_timeout_s)
 
 
 def _short(exc: BaseException) -> str:

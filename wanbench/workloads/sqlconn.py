@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from wanbench.errors import InfrastructureError
+from wanbench.sql import connect as sql_connect
 
 
 @dataclass(frozen=True)
@@ -25,19 +25,9 @@ class Connection:
     def label(self) -> str:
         return f"{self.user}@{self.host}:{self.port}/{self.db}"
 
-    def connector_kwargs(self, *, with_db: bool = True) -> dict[str, Any]:
-        kw: dict[str, Any] = {"host": self.host, "port": self.port, "user": self.user, "password": self.password,
-                              "connection_timeout": 10, "autocommit": True}
-        if with_db:
-            kw["database"] = self.db
-        return kw
-
 
 def connect(conn: Connection, *, with_db: bool = True, who: str = "sql") -> Any:
-    """A mysql-connector connection; a failure is an ``InfrastructureError`` naming ``who``."""
-    import mysql.connector
-
-    try:
-        return mysql.connector.connect(**conn.connector_kwargs(with_db=with_db))
-    except mysql.connector.Error as exc:
-        raise InfrastructureError(f"{who}: cannot connect to {conn.label}: {exc.msg}") from None
+    """A mysql-connector connection (``wanbench.sql.connect``); a failure is an
+    ``InfrastructureError`` naming ``who``."""
+    return sql_connect(host=conn.host, port=conn.port, user=conn.user, password=conn.password,
+                       database=conn.db if with_db else None, who=who)

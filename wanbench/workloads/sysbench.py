@@ -34,6 +34,7 @@ from typing import Any
 from wanbench.errors import ConfigError, InfrastructureError, MissingToolError
 from wanbench.redact import hide
 from wanbench.results import Round, WorkloadResult
+from wanbench.sql import connect as sql_connect
 from wanbench.units import parse_duration_ms, parse_list
 from wanbench.workloads import preflight, sysproc
 from wanbench.workloads.clientcpu import (
@@ -178,14 +179,8 @@ class SysbenchRunner:
         """Run statements on one connection; the rows of each."""
         import mysql.connector  # imported here: only needed when a runner talks SQL
 
-        try:
-            conn = mysql.connector.connect(
-                host=self.host, port=self.port, user=self.user, password=self.password, database=database,
-                connection_timeout=int(max(1, timeout)), autocommit=True,
-            )
-        except mysql.connector.Error as exc:
-            raise InfrastructureError(
-                f"cannot connect to {self.endpoint} as {self.user}: {self.redact(str(exc))}") from None
+        conn = sql_connect(host=self.host, port=self.port, user=self.user, password=self.password,
+                           database=database, timeout=timeout, who="sysbench setup")
         out: list[list[tuple[Any, ...]]] = []
         try:
             cur = conn.cursor()
@@ -193,7 +188,7 @@ class SysbenchRunner:
                 sql, params = (st, ()) if isinstance(st, str) else st
                 try:
                     cur.execute(sql, tuple(params))
-                    out.append(list(cur.fetchall()) if cur.description else [])  # type: ignore[arg-type]
+                    out.append(list(cur.fetchall()) if cur.description else [])
                 except mysql.connector.Error as exc:
                     raise InfrastructureError(
                         f"{self.endpoint}: {sql[:120]!r} failed: {self.redact(str(exc))}") from None

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from wanbench.errors import InfrastructureError
+from wanbench.workloads import sqlconn
 
 if TYPE_CHECKING:
     from wanbench.workloads.sqlconn import Connection
@@ -157,10 +157,7 @@ def run_checks(conn: Connection, names: Sequence[str] | None = None) -> list[Che
     unknown = set(names or ()) - {c.name for c in CHECKS}
     if unknown:
         raise ValueError(f"unknown TPC-C check(s): {', '.join(sorted(unknown))}")
-    try:
-        cnx = mysql.connector.connect(**conn.connector_kwargs())
-    except mysql.connector.Error as exc:
-        raise InfrastructureError(f"tpcc checks: cannot connect to {conn.label}: {exc.msg}") from None
+    cnx = sqlconn.connect(conn, who="tpcc checks")
     results = []
     try:
         cur = cnx.cursor()

@@ -18,8 +18,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import mysql.connector
-
 from wanbench.errors import FaultError, FaultVerificationError
 from wanbench.executors.local import LocalExecutor
 from wanbench.faults.base import Evidence, Fault, FaultKind, Mechanism
@@ -38,6 +36,7 @@ from wanbench.profiles.lab.faults import (
     verify_lab_fault,
 )
 from wanbench.profiles.lab.servers import Lab
+from wanbench.sql import connect as sql_connect
 from wanbench.topology import Link, Scenario
 
 #: Measured on the lab (min of 7 ``SELECT 1`` round trips, 5 applies per level, 1..200 ms): Toxiproxy adds
@@ -194,8 +193,8 @@ class LabCluster:
         out = {}
         cred = self.lab.credentials
         for ln in self.faulted_links(fault):
-            conn = mysql.connector.connect(host="127.0.0.1", port=ln.listen, user=cred.user,
-                                           password=cred.password, connection_timeout=10)
+            conn = sql_connect(host="127.0.0.1", port=ln.listen, user=cred.user, password=cred.password,
+                               who=f"measuring link {ln.name}")
             try:
                 cur = conn.cursor()
                 times = []

@@ -14,8 +14,6 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-import mysql.connector
-
 from wanbench.errors import FaultError, FaultVerificationError
 from wanbench.executors.local import LocalExecutor
 from wanbench.faults.base import Evidence, Fault, FaultKind, Mechanism
@@ -23,6 +21,7 @@ from wanbench.faults.deadman import STATE_DIR, DeadMan, RunInfo, clear_states
 from wanbench.faults.nft import NftMechanism
 from wanbench.faults.tc import BURST_S, PeerMatch, TcMechanism
 from wanbench.faults.verify import verify_loss
+from wanbench.sql import connect as sql_connect
 from wanbench.topology import Topology
 
 if TYPE_CHECKING:
@@ -122,7 +121,7 @@ def present_rules(mech: Mechanism, fault: Fault) -> list[str]:
 
 def _bulk_select(host: str, port: int, user: str, password: str, nbytes: int, out: list[Any]) -> None:
     try:
-        conn = mysql.connector.connect(host=host, port=port, user=user, password=password, connection_timeout=10)
+        conn = sql_connect(host=host, port=port, user=user, password=password)
         try:
             cur = conn.cursor()
             cur.execute(f"SELECT REPEAT('x', {int(nbytes)})")
@@ -185,8 +184,7 @@ def verify_lab_fault(mech: Mechanism, user: str, password: str, fault: Fault, ev
     if not isinstance(inner, NftMechanism):
         raise FaultVerificationError("lab", f"loss through {inner.name} (netem) has no packet counters to verify with")
     port = mech.ports(fault)[0]
-    conn = mysql.connector.connect(host="127.0.0.1", port=port, user=user, password=password,
-                                   connection_timeout=10)
+    conn = sql_connect(host="127.0.0.1", port=port, user=user, password=password, who="verifying loss")
     try:
         cur = conn.cursor()
         for _ in range(1500):

@@ -18,6 +18,7 @@ import mysql.connector
 from wanbench.procs import find_binary
 from wanbench.profiles.base import DATABASE, Credentials
 from wanbench.profiles.lab.layout import SQL_USER
+from wanbench.sql import connect as sql_connect
 
 SERVERS = ("primary", "replica")
 
@@ -63,8 +64,7 @@ class LabMariadb:
     def admin(self, name: str, *, password: str | None | bool = True) -> Iterator[Any]:
         """Root connection over the server's UNIX socket (never over TCP)."""
         pw = self.credentials.password if password is True else (password or "")
-        conn = mysql.connector.connect(unix_socket=str(self.paths(name)["socket"]), user="root",
-                                       password=pw, autocommit=True, connection_timeout=5)
+        conn = sql_connect(unix_socket=str(self.paths(name)["socket"]), user="root", password=pw, timeout=5)
         try:
             yield conn
         finally:
@@ -142,8 +142,8 @@ class LabMariadb:
     def client_ok(self, host: str, port: int) -> bool:
         """The SQL user reaches the primary at ``host:port`` (through the proxy or directly)."""
         cred = self.credentials
-        conn = mysql.connector.connect(host=host, port=port, user=cred.user, password=cred.password,
-                                       database=DATABASE, connection_timeout=5)
+        conn = sql_connect(host=host, port=port, user=cred.user, password=cred.password, database=DATABASE,
+                           timeout=5)
         try:
             cur = conn.cursor()
             cur.execute("SELECT 1")

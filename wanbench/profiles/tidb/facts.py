@@ -15,6 +15,7 @@ from typing import Any
 
 from wanbench.errors import ConfigError, InfrastructureError
 from wanbench.redact import hide
+from wanbench.sql import connect as sql_connect
 from wanbench.topology import Topology
 
 CLUSTER_INFO_SQL = (
@@ -119,13 +120,8 @@ def collect_facts(target: SQLTarget) -> TiDBFacts:
     import mysql.connector  # imported only when a real cluster is asked
 
     where = f"{target.user}@{target.host}:{target.port}"
-    try:
-        conn = mysql.connector.connect(
-            host=target.host, port=target.port, user=target.user, password=target.password,
-            connection_timeout=int(max(1, target.connect_timeout)), use_pure=True,
-        )
-    except mysql.connector.Error as exc:
-        raise InfrastructureError(f"cannot connect to {where}: {_safe(exc, target.password)}") from None
+    conn = sql_connect(host=target.host, port=target.port, user=target.user, password=target.password,
+                       timeout=target.connect_timeout, use_pure=True, autocommit=False, who="reading cluster facts")
     try:
         cur: Any = conn.cursor()
         server_version = str(getattr(conn, "server_info", "") or getattr(conn, "get_server_info", lambda: "")())

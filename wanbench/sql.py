@@ -1,0 +1,47 @@
+"""The one way wanbench opens a MySQL-protocol connection.
+
+Every connection has a connect timeout; a failure can be turned into an
+``InfrastructureError`` that says where it tried and why, with the password
+hidden. mysql-connector is imported on first use, so a module that only
+plans (a dry run, ``--collect-only``) never loads it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from wanbench.errors import InfrastructureError
+from wanbench.redact import hide
+
+
+def connect(*, user: str, password: str = "", host: str | None = None, port: int | None = None,
+            unix_socket: str | None = None, database: str | None = None, timeout: float = 10.0,
+            autocommit: bool = True, who: str | None = None, **options: Any) -> Any:
+    """A mysql-connector connection to ``host:port`` (or ``unix_socket``).
+
+    ``timeout``: seconds to connect (whole seconds, at least 1, unless
+    ``use_pure=True``, which takes fractions). ``who``:
+    when given, a failure raises ``InfrastructureError("<who>: cannot
+    connect to user@where: <reason>")``; otherwise mysql-connector's own
+    error goes to the caller (who may retry on it). ``options``: any other
+    mysql-connector argument (``read_timeout``, ``use_pure``, ...)."""
+    import mysql.connector
+
+    where = unix_socket if unix_socket else f"{host}:{port}"
+    # the C extension takes whole seconds; the pure-Python protocol a socket timeout (the heartbeat's 0.5 s)
+    seconds = timeout if options.get("use_pure") else max(1, round(timeout))
+    kw: dict[str, Any] = {"user": user, "password": password, "autocommit": autocommit,
+                          "connection_timeout": seconds, **options}
+    if unix_socket:
+        kw["unix_socket"] = unix_socket
+    else:
+        kw.update(host=host, port=port)
+    if database:
+        kw["database"] = database
+    try:
+        return mysql.connector.connect(**kw)
+    except mysql.connector.Error as exc:
+        if who is None:
+            raise
+        reason = hide(str(getattr(exc, "msg", None) or exc), [password])
+        raise InfrastructureError(f"{who}: cannot connect to {user}@{where}: {reason}") from None
