@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from wanbench.errors import ConfigError, InfrastructureError
-from wanbench.faults.outage import LabOutages, Outage, OutageKind, parse_outage_kinds
+from wanbench.faults.outage import Outage, OutageKind, parse_outage_kinds
 from wanbench.gate.baseline import samples_of
 from wanbench.gate.budget_file import parse_budgets
 from wanbench.gate.budgets import CellKey
@@ -27,6 +27,7 @@ from wanbench.heartbeat import FAILED, OK, UNKNOWN, Attempt, Endpoint, Heartbeat
 from wanbench.heartbeat_numbers import rpo, rto, summarize
 from wanbench.procs import port_free
 from wanbench.profiles.lab.cluster import LabCluster
+from wanbench.profiles.lab.outages import LabOutages
 from wanbench.profiles.lab.servers import Lab
 from wanbench.report.timeline import heartbeat_timeline
 from wanbench.results import CellResult, Latency, WorkloadResult

@@ -18,9 +18,10 @@ import pytest
 from wanbench.errors import FaultError
 from wanbench.executors.base import Executor
 from wanbench.faults.lease import LeaseKeeper
-from wanbench.faults.outage import OutageKind, TidbOutages
+from wanbench.faults.outage import OutageKind
 from wanbench.netns import NetnsNetwork
 from wanbench.profiles.tidb.model import LABEL_LEADER
+from wanbench.profiles.tidb.outages import TidbOutages
 from wanbench.profiles.tidb.preflight import ssh_executors
 from wanbench.profiles.tidb.topology import load_cluster
 from wanbench.topology import Topology, load_catalog

@@ -87,17 +87,6 @@ class TidbCluster:
         self._active: dict[Fault, _Active] = {}
         self.last_discovery: LeaderDiscovery | None = None
 
-    @classmethod
-    def from_config(cls, config: Any, topology: Topology | None, *, tag: str) -> TidbCluster:
-        if topology is None:
-            raise WanbenchError("the tidb profile needs --cluster")
-
-        opt = config.getoption
-        return cls(topology, tag=tag, dry_run=bool(opt("dry_run")), pd_url=opt("pd_url"),
-                   load_host=opt("load_host"), load_hosts=opt("load_hosts"), grace_s=float(opt("fault_grace")),
-                   lease_s=float(opt("fault_lease")),
-                   accept_new_host_keys=bool(opt("ssh_accept_new_hosts")))
-
     # -- hosts -----------------------------------------------------------------------------------------
     @property
     def executors(self) -> dict[str, Executor]:
