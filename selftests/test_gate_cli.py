@@ -225,3 +225,52 @@ def test_integrity_failure_exits_1_in_compare_and_fails_in_pytest_alike(tmp_path
     assert v.status == BROKEN
     assert v.failing
     assert v.message.split(": ", 1)[1] in res.stdout
+
+
+def interleaved(scenario: str, tag: str, factor: float, ref_tag: str, ref_factor: float = 1.0) -> CellResult:
+    """A faulted cell whose rounds ran beside level-0 rounds (``wanbench.interleave``)."""
+    from wanbench.interleave import Interleaved
+
+    fault, ref = cell(scenario, "50ms", tag, factor), cell(scenario, "0ms", ref_tag, ref_factor)
+    n = min(len(fault.workload.rounds), len(ref.workload.rounds))
+    faulted = WorkloadResult("probe_read", 8, fault.workload.rounds[:n], fault.workload.latency_ms)
+    beside = WorkloadResult("probe_read", 8, ref.workload.rounds[:n], ref.workload.latency_ms)
+    plan = tuple(x for i in range(n) for x in ((True, False) if i % 2 == 0 else (False, True)))
+    fault.workload = Interleaved(faulted, beside, plan).result()
+    return fault
+
+
+def test_interleaved_cells_get_the_same_verdict_in_pytest_and_compare(tmp_path: Path) -> None:
+    """Level 0 from the rounds beside the fault, in pytest and in ``compare``
+    alike: a level-0 cell of the run on a fast minute (QPS x 1.5) moves
+    neither the drop nor the replica-read level-0 check."""
+    from wanbench.gate.baseline import cell_key
+    from wanbench.gate.budget_file import default_budgets_path, load_budgets
+    from wanbench.pytest_plugin.gate import Gate
+
+    fp = Fingerprint.from_context(CTX)
+    store = BaselineStore(tmp_path / "store")
+    for i in range(11, 16):
+        store.save(fp, [cell("replica_read", "0ms", f"same{i}-base"),
+                        interleaved("replica_read", f"same{i}-base", 1.0, f"same{i}-base"),
+                        cell("primary", "0ms", f"same{i}-base"),
+                        interleaved("primary", f"same{i}-base", 0.5, f"same{i}-base")],
+                   accepted_at=f"2026-11-2{i - 10}T10:00:00+00:00")
+    current = [
+        cell("replica_read", "0ms", "same10-base", 1.5), interleaved("replica_read", "same16-base", 1.0, "same16-base"),
+        cell("primary", "0ms", "same10-base", 1.5), interleaved("primary", "same16-base", 0.2, "same16-base"),
+    ]
+    gate = Gate(load_budgets(default_budgets_path("lab"), profile="lab"), store, fp, cells_planned=len(current))
+    verdicts = {cell_key(c).id: gate.judge_cell(c) for c in current}
+    in_pytest = {k: v.status for k, v in verdicts.items()}
+    out = tmp_path / "verdicts.json"
+    res = compare(tmp_path / "store" / fp.filename, doc(tmp_path / "cur.json", current), "--json", out)
+    assert res.returncode in (0, 1), res.stderr
+    in_compare = {v["cell"]: v["status"] for v in json.loads(out.read_text())}
+    assert in_compare == in_pytest
+    read = verdicts["rtt/replica_read/50ms/c=8/proxy/probe_read"]
+    level0 = next(o for o in read.outcomes if o.check.kind == "level0")
+    assert "interleaved" in level0.ref_what
+    assert abs(level0.worse) < 0.01, "beside its own level 0 a replica read loses nothing"
+    assert read.status != "regression"
+    assert in_pytest["rtt/primary/50ms/c=8/proxy/probe_read"] == "regression"  # 80 % down beside, not 50 %
