@@ -53,7 +53,7 @@ def test_unchanged_code_rerun_as_separate_invocations_is_never_a_regression(kept
     assert len(doc["runs"]) == 3
     faulted = doc["runs"][0]["cells"]["rtt/replica_write/50ms/c=10/proxy/probe_write"]
     assert faulted["drop"]["qps"] > 0.5  # the seeds' "% drop": a 50 ms replica costs writes most of their QPS
-    for _ in range(2):
+    for _ in range(1):  # runs 2 and 3 of the chain above were gated against the runs before them too
         again = run_suite(*common(kept_lab, store, *matrix), timeout=600)
         lines = verdict_lines(again.stdout)
         failed = again.stdout[again.stdout.find("= FAILURES ="):][:3000]
