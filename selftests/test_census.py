@@ -156,6 +156,7 @@ def test_a_cell_the_census_decided_passes_with_its_throughput_checks_advisory(tm
     """Item 6 of the census design: a QPS check this machine's noise (or too few
     accepted runs) leaves undecided stays in the verdict as advisory, and the
     cell is decided by the census; a census regression still fails it."""
+    from wanbench.gate.outcome import R_CLIENT_SATURATED
     from wanbench.gate.verdict import INCONCLUSIVE, R_ADVISORY
 
     store = BaselineStore(tmp_path / "store")
@@ -173,6 +174,11 @@ def test_a_cell_the_census_decided_passes_with_its_throughput_checks_advisory(tm
     worse = RunCell.of(_with_census(W50, W0, extra_ms=50.0))
     v, _ = judge.verdict(worse.key, worse.samples, cells=1, census=worse.census)
     assert v.status == REGRESSION
+    # a client-bound load generator excuses slow throughput, not a count per operation
+    busy = {"saturated": True, "message": "client-bound: sysbench's 100 threads runnable 94% of the time"}
+    v, _ = judge.verdict(worse.key, worse.samples, cells=1, census=worse.census, client=busy)
+    assert v.status == REGRESSION
+    assert R_CLIENT_SATURATED not in v.reasons
 
 
 def test_probe_round_trips_come_from_the_fastest_operation_which_met_no_queue() -> None:

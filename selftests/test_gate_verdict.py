@@ -325,3 +325,16 @@ def test_a_least_spread_between_runs_keeps_back_to_back_baselines_honest() -> No
     assert drifted.status == INCONCLUSIVE, drifted.message
     assert "too noisy to judge a 5% budget" in drifted.message
     assert verdict(3000, 0.10).status == REGRESSION
+
+
+def test_a_latency_spread_too_wide_for_exp_is_nothing_detectable_not_a_crash() -> None:
+    """Seen on the lab: three accepted runs whose p99 differ by orders of
+    magnitude, one round each, the session's alpha over 24 cells: the
+    critical log-ratio passed 709 and exp() overflowed inside the gate."""
+    from wanbench.gate.assess import assess_runs
+    from wanbench.gate.outcome import Reference
+
+    check = Check("baseline", "latency_ms.p99", 0.10, 1, "lab.yaml")
+    ref = Reference([1.0, 1e-60, 1e60], "baseline", "")
+    o = assess_runs(check, [2.0], ref, alpha_each=1e-6, min_runs=3, min_run_spread=0.1)
+    assert o.detectable == float("inf")

@@ -104,16 +104,13 @@ class Interleaved:
         record = {
             "order": "".join("A" if x else "B" for x in self.plan),
             "reference": {"rounds": rounds_b, "latency_ms": ref.latency_ms.to_json(),
-                          "errors": ref.errors},
+                          "errors": ref.errors, "client": dict(ref.client)},
             **paired(rounds_a, rounds_b),
         }
-        client = dict(f.client)
-        if ref.client.get("saturated") and not client.get("saturated"):
-            client = {**client, "saturated": True, "message": f"level-0 rounds: {ref.client.get('message', '')}"}
         return WorkloadResult(
             workload=f.workload, concurrency=f.concurrency, rounds=f.rounds, latency_ms=f.latency_ms,
             errors=f.errors, errors_by_code=f.errors_by_code, ignored_errors=f.ignored_errors,
-            reconnects=f.reconnects, series=f.series, reports=(*f.reports, *ref.reports), client=client,
+            reconnects=f.reconnects, series=f.series, reports=(*f.reports, *ref.reports), client=f.client,
             extra={**f.extra, KEY: record},
         )
 

@@ -203,7 +203,7 @@ def assess_runs(
         crit = test.critical(alpha_each)
         if _additive(check.metric):
             detectable = crit
-        elif math.isinf(crit):
+        elif math.isinf(crit) or (not hib and crit > 700):  # exp() of more than ~709 overflows: nothing detectable
             detectable = math.inf
         else:
             detectable = -math.expm1(-crit) if hib else math.expm1(crit)

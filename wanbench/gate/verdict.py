@@ -165,8 +165,11 @@ def _status_and_reasons(cell: Pending, outcomes: Sequence[Outcome], problems: Se
         statuses.add(INCONCLUSIVE)
         reasons.append(R_NO_ROUNDS)
     status = next((s for s in PRIORITY if s in statuses), PASS)
-    if status == REGRESSION and cell.saturated:
-        status = INCONCLUSIVE  # the load generator, not the database, was the bottleneck
+    counted = any(o.status == REGRESSION and o.check.kind == "census" for o in outcomes)
+    if status == REGRESSION and cell.saturated and not counted:
+        # the load generator, not the database, was the bottleneck: its speeds say nothing. Counts per
+        # operation (the census) do not depend on who was the bottleneck, so they still decide.
+        status = INCONCLUSIVE
         reasons.append(R_CLIENT_SATURATED)
     census = [o for o in outcomes if o.check.kind == "census"]
     undecided = [o for o in outcomes if o.status == INCONCLUSIVE]
