@@ -44,6 +44,8 @@ def _fmt_change(o: Outcome, value: float | None = None) -> str:
     v = abs(o.worse if value is None else value)
     if o.check.metric == "error_rate" or o.check.kind == "drop":
         return f"{v * 100:.2g} points" if v < 0.1 else f"{v * 100:.1f} points"
+    if v > 10:  # beyond 1000 % the digits say nothing more
+        return "more than 1000%"
     return f"{v * 100:.1f}%"
 
 
