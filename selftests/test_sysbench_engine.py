@@ -149,6 +149,29 @@ def test_probe_rounds_are_exact_query_counts(runner: SysbenchRunner) -> None:
     assert count >= 500
 
 
+def _bytes_received(runner: SysbenchRunner) -> int:
+    return int(runner._sql(["SHOW GLOBAL STATUS LIKE 'Bytes_received'"])[0][0][1])
+
+
+@pytest.mark.parametrize("kind", ["read", "write"])
+def test_the_extra_bytes_handicap_sends_n_more_bytes_and_changes_nothing_else(runner: SysbenchRunner,
+                                                                              kind: str) -> None:
+    """``--probe-extra-bytes N``: the server receives N more bytes per
+    statement, the statements and rows are the same (the census calibration's
+    known truth)."""
+    runner.prepare_probe(rows=2000)
+    per_op = {}
+    for pad in (0, 300):
+        before = _bytes_received(runner)
+        res = runner.probe(kind, concurrency=2, queries=400, rounds=1, timeout=60, rows=2000, extra_bytes=pad)
+        assert res.errors == 0
+        per_op[pad] = (_bytes_received(runner) - before) / 400
+    assert 295 <= per_op[300] - per_op[0] <= 320, per_op
+    if kind == "write":
+        rows = runner._sql(["SELECT DISTINCT c FROM wb_probe_write"], database="wbtest")[0]
+        assert rows == [("w" * 120,)], "the same row is written whatever the padding"
+
+
 def test_password_is_never_on_a_command_line(runner: SysbenchRunner) -> None:
     """Any user of the machine can read /proc/PID/cmdline: sysbench gets the
     password from a 0600 options file that is gone once it has run."""
