@@ -27,12 +27,13 @@ import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from wanbench.results import WorkloadResult
 
 #: ``workload_extra`` key of an interleaved cell
 KEY = "interleave"
+T = TypeVar("T")
 
 
 class Switch(Protocol):
@@ -115,15 +116,15 @@ class Interleaved:
         )
 
 
-def run_interleaved(rounds: int, switch: Switch, run_round: Callable[[bool, int, int], WorkloadResult],
-                    merge: Callable[[Sequence[WorkloadResult]], WorkloadResult]) -> Interleaved:
+def interleave_rounds(rounds: int, switch: Switch, run_round: Callable[[bool, int, int], T]
+                      ) -> tuple[list[T], list[T], tuple[bool, ...]]:
     """Run ``rounds`` faulted rounds and as many reference rounds in ABBA
-    order. ``run_round(faulted, index, total)`` runs one round and returns
-    it as a one-round result; ``merge`` makes one result of several. The
-    fault is in place again when this returns or raises (the rounds that
-    follow, other concurrencies of the level, run under it)."""
+    order: ``run_round(faulted, index, total)`` runs one round, whatever an
+    engine calls a round. Returns (faulted rounds, reference rounds, the
+    order run). The fault is in place again when this returns or raises (the
+    rounds that follow, other concurrencies of the level, run under it)."""
     plan = schedule(rounds)
-    done: dict[bool, list[WorkloadResult]] = {True: [], False: []}
+    done: dict[bool, list[T]] = {True: [], False: []}
     state = True  # the level is applied when the cell starts
     try:
         for i, faulted in enumerate(plan, start=1):
@@ -134,7 +135,14 @@ def run_interleaved(rounds: int, switch: Switch, run_round: Callable[[bool, int,
     finally:
         if not state:
             switch(True)
-    return Interleaved(merge(done[True]), merge(done[False]), tuple(plan))
+    return done[True], done[False], tuple(plan)
+
+
+def run_interleaved(rounds: int, switch: Switch, run_round: Callable[[bool, int, int], T],
+                    merge: Callable[[Sequence[T]], WorkloadResult]) -> Interleaved:
+    """``interleave_rounds``, each side merged into one result (``merge``)."""
+    faulted, reference, plan = interleave_rounds(rounds, switch, run_round)
+    return Interleaved(merge(faulted), merge(reference), plan)
 
 
 def reference_rounds(cell: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from wanbench.errors import CommandError, ConfigError, InfrastructureError, MissingToolError
+from wanbench.interleave import Interleaved, Switch, interleave_rounds
 from wanbench.redact import redactor
 from wanbench.results import Latency, Round, WorkloadResult
 from wanbench.workloads import sysproc
@@ -171,26 +172,37 @@ class _RoundRun:
     queries: int
 
 
+def _one_round(conn: Connection, opts: TpccOptions, window: sysproc.WindowHooks | None) -> _RoundRun:
+    sb = run_sysbench(conn, opts, "run", timeout=opts.duration + opts.grace
+                      + (opts.time_scale * 30.0 if opts.wait else 0.0), window=window)
+    stats = parse_output(sb.stdout)
+    m = _QUERIES.search(sb.stdout)
+    return _RoundRun(sb, stats, summarize(stats, opts), int(m.group(1)) if m else 0)
+
+
 def run(conn: Connection, opts: TpccOptions, *, checks: bool = True, rounds: int = 1,
-        window: sysproc.WindowHooks | None = None) -> WorkloadResult:
+        window: sysproc.WindowHooks | None = None, switch: Switch | None = None) -> WorkloadResult:
     """``rounds`` TPC-C runs back to back on a loaded database, then the
     consistency checks (once, after the last: a fault must not cost data).
     ``window`` (server-side evidence) sees each round's measured window.
+    ``switch``: the cell's fault switch; each round then runs beside a
+    level-0 round (``wanbench.interleave``), whose window the evidence does not see.
 
     A failed check does not raise: it is listed in ``extra["checks"]`` and
     ``failed_checks(result)`` names it, so the caller decides (tests fail)."""
-    done: list[_RoundRun] = []
-    for _ in range(max(1, rounds)):
-        sb = run_sysbench(conn, opts, "run", timeout=opts.duration + opts.grace
-                          + (opts.time_scale * 30.0 if opts.wait else 0.0), window=window)
-        stats = parse_output(sb.stdout)
-        m = _QUERIES.search(sb.stdout)
-        done.append(_RoundRun(sb, stats, summarize(stats, opts), int(m.group(1)) if m else 0))
-    check_results: list[dict[str, Any]] = []
-    if checks:
-
-        check_results = [c.to_json() for c in run_checks(conn)]
-    return to_workload_result(done, opts, checks=check_results, cores=usable_cores(conn.client_cpus))
+    cores = usable_cores(conn.client_cpus)
+    if switch is None:
+        done = [_one_round(conn, opts, window) for _ in range(max(1, rounds))]
+        beside: list[_RoundRun] = []
+        plan: tuple[bool, ...] = ()
+    else:
+        done, beside, plan = interleave_rounds(
+            max(1, rounds), switch, lambda faulted, _i, _n: _one_round(conn, opts, window if faulted else None))
+    check_results = [c.to_json() for c in run_checks(conn)] if checks else []
+    result = to_workload_result(done, opts, checks=check_results, cores=cores)
+    if not plan:
+        return result
+    return Interleaved(result, to_workload_result(beside, opts, checks=[], cores=cores), plan).result()
 
 
 def _round(r: _RoundRun) -> Round:
@@ -308,6 +320,6 @@ class TpccEngine:
             conn = self.dataset(warehouses, path)  # tests/tpcc may have loaded another count since
             opts = TpccOptions(warehouses=warehouses, threads=concurrency, duration=float(ctx.option("duration")),
                                wait=bool(ctx.option("tpcc_wait")), time_scale=float(ctx.option("tpcc_time_scale")))
-            return run(conn, opts, rounds=int(ctx.option("rounds")), window=ctx.window())
+            return run(conn, opts, rounds=int(ctx.option("rounds")), window=ctx.window(), switch=ctx.interleave())
 
         return run_cell

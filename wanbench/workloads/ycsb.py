@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from wanbench.errors import ConfigError, InfrastructureError
+from wanbench.interleave import Interleaved, Switch, interleave_rounds
 from wanbench.redact import redactor
 from wanbench.results import Round, WorkloadResult
 from wanbench.units import parse_list
@@ -281,25 +282,37 @@ def run_round(conn: Connection, opts: YcsbOptions, *, window: sysproc.WindowHook
 
 
 def run(conn: Connection, opts: YcsbOptions, *, rounds: int = 1, checks: bool = True,
-        load_result: LoadResult | None = None, window: sysproc.WindowHooks | None = None) -> WorkloadResult:
+        load_result: LoadResult | None = None, window: sysproc.WindowHooks | None = None,
+        switch: Switch | None = None) -> WorkloadResult:
     """``rounds`` runs; after each, the correctness checks (a fault must not
     cost acknowledged data) and the inserts removed again. ``window``
-    (server-side evidence) sees each round's measured window, not the checks."""
-    done: list[_RoundRun] = []
+    (server-side evidence) sees each round's measured window, not the checks.
+    ``switch``: the cell's fault switch; each round then runs beside a
+    level-0 round (``wanbench.interleave``), checked alike, whose window the
+    evidence does not see."""
     check_results: list[Check] = []
-    for _ in range(max(1, rounds)):
-        r = run_round(conn, opts, window=window)
-        done.append(r)
+
+    def one(window_: sysproc.WindowHooks | None) -> _RoundRun:
+        r = run_round(conn, opts, window=window_)
         try:
             if checks:
                 found = run_checks(conn, r.stats, records=opts.records, fields=opts.fields,
                                    field_length=opts.field_length)
-                check_results += [c for c in found
-                                  if not c.passed or not any(x.name == c.name for x in check_results)]
+                check_results.extend(c for c in found
+                                     if not c.passed or not any(x.name == c.name for x in check_results))
         finally:
             remove_inserts(conn, r.stats)
-    return to_workload_result(done, opts, checks=check_results, load_result=load_result,
-                              cores=usable_cores(conn.client_cpus))
+        return r
+
+    cores = usable_cores(conn.client_cpus)
+    if switch is None:
+        done = [one(window) for _ in range(max(1, rounds))]
+        return to_workload_result(done, opts, checks=check_results, load_result=load_result, cores=cores)
+    done, beside, plan = interleave_rounds(max(1, rounds), switch,
+                                           lambda faulted, _i, _n: one(window if faulted else None))
+    result = to_workload_result(done, opts, checks=check_results, load_result=load_result, cores=cores)
+    reference = to_workload_result(beside, opts, checks=[], load_result=load_result, cores=cores)
+    return Interleaved(result, reference, plan).result()
 
 
 
@@ -396,6 +409,7 @@ class YcsbEngine:
 
         def run_cell(concurrency: int) -> WorkloadResult:
             opts = options_from(ctx.option, workload=workload, threads=concurrency)
-            return run(conn, opts, rounds=int(ctx.option("rounds")), load_result=loaded, window=ctx.window())
+            return run(conn, opts, rounds=int(ctx.option("rounds")), load_result=loaded, window=ctx.window(),
+                       switch=ctx.interleave())
 
         return run_cell
