@@ -15,10 +15,14 @@ from selftests.labutil import free_port_base, load_results, run_suite
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 
-def test_faulted_cells_carry_their_own_level_0_and_count_round_trips_against_it(tmp_path: Path) -> None:
+@pytest.fixture(autouse=True)
+def _servers() -> None:
     for tool in ("mariadbd", "sysbench", "haproxy"):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} is not installed")
+
+
+def test_faulted_cells_carry_their_own_level_0_and_count_round_trips_against_it(tmp_path: Path) -> None:
     out = tmp_path / "results.json"
     res = run_suite("tests/rtt", "--lab-dir", str(tmp_path / "lab"),
                     "--lab-port-base", str(free_port_base(24400, 24600, span=8)),
@@ -49,9 +53,6 @@ def test_faulted_cells_carry_their_own_level_0_and_count_round_trips_against_it(
 
 
 def test_no_interleave_runs_every_round_under_the_fault(tmp_path: Path) -> None:
-    for tool in ("mariadbd", "sysbench", "haproxy"):
-        if shutil.which(tool) is None:
-            pytest.skip(f"{tool} is not installed")
     out = tmp_path / "results.json"
     res = run_suite("tests/rtt", "--lab-dir", str(tmp_path / "lab"),
                     "--lab-port-base", str(free_port_base(24400, 24600, span=8)),
@@ -64,3 +65,26 @@ def test_no_interleave_runs_every_round_under_the_fault(tmp_path: Path) -> None:
     assert "interleave" not in faulted["workload_extra"]
     assert faulted["census"]["round_trips"]["level0"].endswith("replica_write-0ms-c8]")
     assert json.dumps(faulted)  # the document stays plain JSON
+
+
+def test_tpcc_and_ycsb_cells_interleave_and_keep_their_checks(tmp_path: Path) -> None:
+    """Timed rounds (TPC-C, YCSB) beside level-0 rounds: both sides measured,
+    the data checks kept on the cell (TPC-C's once, under the fault; YCSB's
+    every round), a commit waiting on the replica still about one round trip."""
+    out = tmp_path / "results.json"
+    res = run_suite("tests/rtt", "--lab-dir", str(tmp_path / "lab"),
+                    "--lab-port-base", str(free_port_base(24400, 24600, span=8)),
+                    "--scenario", "replica_tpcc,replica_ycsb", "--rtt", "0,30ms", "--concurrency", "4",
+                    "--rounds", "1", "--duration", "2s", "--warehouses", "1", "--ycsb-records", "300",
+                    "--results-json", str(out), "-p", "no:randomly", timeout=600)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+    cells = {c["test_id"].split("[", 1)[1].rstrip("]"): c for c in load_results(out)}
+    for name in ("replica_tpcc-30ms-c4", "replica_ycsb-30ms-c4"):
+        cell = cells[name]
+        record = cell["workload_extra"]["interleave"]
+        assert record["order"] == "AB"
+        assert record["reference"]["rounds"][0]["qps"] > cell["rounds"][0]["qps"], name  # the replica's RTT costs
+        assert cell["census"]["round_trips"]["method"] == "mean"  # transactions and operations of mixed costs
+        assert cell["workload_extra"]["checks"], f"{name}: its data checks are on the cell"
+        assert all(c["passed"] for c in cell["workload_extra"]["checks"]), cell["workload_extra"]["checks"]
+    assert "does not interleave" not in res.stdout

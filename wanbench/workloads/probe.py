@@ -73,6 +73,9 @@ class ProbeEngine:
                 pass
 
         if self._hosts is not None:
+            if extra or pad:
+                raise ConfigError("--probe-extra-round-trips and --probe-extra-bytes are calibration handicaps of "
+                                  "the local load generator; they do not apply to --load-hosts")
             return self._remote_runner(self._hosts, runner, variant, on_round)
 
         def run(concurrency: int) -> WorkloadResult:
