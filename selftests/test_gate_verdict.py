@@ -338,3 +338,29 @@ def test_a_latency_spread_too_wide_for_exp_is_nothing_detectable_not_a_crash() -
     ref = Reference([1.0, 1e-60, 1e60], "baseline", "")
     o = assess_runs(check, [2.0], ref, alpha_each=1e-6, min_runs=3, min_run_spread=0.1)
     assert o.detectable == float("inf")
+
+
+def test_counts_within_budget_do_not_pass_a_cell_that_looks_much_slower() -> None:
+    """The census decides a cell whose throughput checks this machine cannot
+    settle, unless one of them is beyond its budget at p < 0.01 before the
+    session's correction: a level-0 handicap made read probes 60 % slower and
+    changed no count. That cell stays inconclusive (LOOKS_WORSE), never a pass."""
+    from wanbench.gate.assess import Pending
+    from wanbench.gate.outcome import PASS, R_ADVISORY, R_CENSUS_WITHIN, R_LOOKS_WORSE, R_RUNS_NOISY, Outcome
+    from wanbench.gate.verdict import INCONCLUSIVE, _status_and_reasons
+
+    key = CellKey("rtt", "primary", "0ms", 10, "proxy", "probe_read")
+    census = Outcome(Check("census", "work.primary.statements", 0.10, 1, "b.yaml", relative=True), 1.0, 1.0,
+                     status=PASS, reason=R_CENSUS_WITHIN)
+
+    def qps(worse: float, p: float) -> Outcome:
+        return Outcome(Check("baseline", "qps", 0.05, 2, "b.yaml"), 1000 * (1 - worse), 1000.0, n_current=1,
+                       n_reference=5, worse=worse, p_worse=p, p_worse_adj=min(1.0, p * 72), status=INCONCLUSIVE,
+                       reason=R_RUNS_NOISY)
+
+    status, reasons = _status_and_reasons(Pending(key, []), [census, qps(0.60, 0.002)], [])
+    assert status == INCONCLUSIVE
+    assert R_LOOKS_WORSE in reasons
+    status, reasons = _status_and_reasons(Pending(key, []), [census, qps(0.12, 0.2)], [])
+    assert status == PASS  # within what the machine's noise explains: the census decides
+    assert R_ADVISORY in reasons

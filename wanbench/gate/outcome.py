@@ -49,6 +49,10 @@ R_CENSUS_BEYOND = "CENSUS_BEYOND_BUDGET"
 R_CENSUS_WITHIN = "CENSUS_WITHIN_BUDGET"
 #: the census decided the cell (pass) while run-to-run checks could not: those stay advisory
 R_ADVISORY = "QPS_ADVISORY"
+#: the census passed, but a throughput check is beyond its budget at ``LOOKS_WORSE_P`` before the
+#: session's correction: not sure enough to fail the cell, too far off to call it a pass
+R_LOOKS_WORSE = "LOOKS_WORSE"
+LOOKS_WORSE_P = 0.01
 #: why a check may be undecided without keeping a cell whose census decided from a verdict:
 #: the machine's noise, or too few accepted runs for a statistic (the census needs one)
 ADVISORY_REASONS = frozenset({"RUNS_TOO_NOISY", "ROUNDS_TOO_NOISY", "TOO_FEW_BASELINE_RUNS", "TOO_FEW_ROUNDS",

@@ -17,6 +17,7 @@ from wanbench.gate.outcome import (
     R_ADVISORY,
     R_CLIENT_SATURATED,
     R_DRIFT_RUNS_MISSING,
+    R_LOOKS_WORSE,
     R_NO_ROUNDS,
     R_ROUNDS_NOISY,
     R_ROUNDS_TOO_FEW,
@@ -154,6 +155,10 @@ def _render(cell: Pending, status: str, reasons: Sequence[str], outcomes: Sequen
         return (f"{label}: " + "; ".join(picked) + f" -- but the client was saturated ({cell.saturated}): "
                 "not a database regression")
     picked = [o.message for o in outcomes if o.status == status] or [f"no checks apply{notes}"]
+    if R_LOOKS_WORSE in reasons:
+        return (f"{label}: its counts are within budget, but it looks slower than this machine's noise "
+                "explains (beyond the budget before the session's correction, not after it): "
+                + "; ".join(picked))
     if R_ADVISORY in reasons:
         advisory = [o.message for o in outcomes if o.status == INCONCLUSIVE]
         return (f"{label}: decided by the census: " + "; ".join(picked) + " -- advisory, not decided on this "
