@@ -43,7 +43,7 @@ def verdict_lines(out: str) -> list[str]:
 
 def test_unchanged_code_rerun_as_separate_invocations_is_never_a_regression(kept_lab: Lab, tmp_path: Path) -> None:
     store = tmp_path / "store"
-    matrix = ("--scenario", "proxy,primary,replica_write,replica_read", "--rtt", "0,50ms", "--rounds", "3",
+    matrix = ("--scenario", "proxy,primary,replica_write,replica_read", "--rtt", "0,50ms", "--rounds", "2",
               "--queries", "1500", "--round-cap", "1s")
     saved = run_suite(*common(kept_lab, store, *matrix, "--baseline-save", "--baseline-runs", "3"), timeout=900)
     assert saved.returncode == 0, saved.stdout[-3000:] + saved.stderr[-2000:]

@@ -172,6 +172,15 @@ def test_the_extra_bytes_handicap_sends_n_more_bytes_and_changes_nothing_else(ru
         assert rows == [("w" * 120,)], "the same row is written whatever the padding"
 
 
+def _parent(proc_dir: Path) -> int:
+    """The parent PID of a /proc entry (0 when it is gone): only this test's own
+    sysbench counts, not another xdist worker's."""
+    try:
+        return int((proc_dir / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
 def test_password_is_never_on_a_command_line(runner: SysbenchRunner) -> None:
     """Any user of the machine can read /proc/PID/cmdline: sysbench gets the
     password from a 0600 options file that is gone once it has run."""
@@ -188,7 +197,7 @@ def test_password_is_never_on_a_command_line(runner: SysbenchRunner) -> None:
                     argv = (entry / "cmdline").read_bytes().split(b"\0")
                 except OSError:
                     continue
-                if argv and argv[0].endswith(b"sysbench"):
+                if argv and argv[0].endswith(b"sysbench") and _parent(entry) == os.getpid():
                     seen.append(b" ".join(argv).decode(errors="replace"))
             time.sleep(0.02)
 

@@ -28,7 +28,7 @@ from wanbench.errors import ConfigError, InfrastructureError
 from wanbench.procs import log_tail
 from wanbench.results import Latency, WorkloadResult
 from wanbench.wait import wait_for
-from wanbench.workloads import tpcc, tpcc_model
+from wanbench.workloads import sqlconn, tpcc, tpcc_model
 from wanbench.workloads.tpcc_checks import CHECKS, run_checks
 
 PORT = 24306
@@ -106,7 +106,7 @@ def closed_run(mariadb: tpcc.Connection, loaded: tpcc.LoadResult) -> WorkloadRes
 
 
 def _sql(conn: tpcc.Connection, *stmts: str) -> list[Any]:
-    cnx = mysql.connector.connect(**conn.connector_kwargs())
+    cnx = sqlconn.connect(conn, who="test")
     try:
         cur: Any = cnx.cursor()
         rows: list[Any] = []
@@ -341,7 +341,7 @@ def test_checks_name_exactly_the_corrupted_rows(closed_run: WorkloadResult, mari
     try:
         bad = failed()
     finally:
-        cnx = mysql.connector.connect(**mariadb.connector_kwargs())
+        cnx = sqlconn.connect(mariadb, who="test")
         try:
             cnx.cursor().execute("INSERT INTO order_line VALUES (" + ",".join(["%s"] * len(saved)) + ")", saved)
         finally:

@@ -203,7 +203,7 @@ class EvidenceCollector:
     def _safe(self, fn: Callable[[], Snapshot]) -> Snapshot | None:
         try:
             return fn()
-        except (OSError, InfrastructureError, ValueError) as exc:
+        except Exception as exc:  # noqa: BLE001 - evidence never stops a measurement: the window is lost, said why
             self._notes.append(f"snapshot failed: {type(exc).__name__}: {exc}")
             return None
 
