@@ -8,7 +8,9 @@ lab start) left the servers running with nobody to stop them. So the lab
 spawns this guard before it starts any server: once a second it checks the
 session that owns the lab, and when that session is gone it stops the lab
 under the lab's lock (``Lab.down_if_owned_by``: a lab another run has taken
-over since is left alone). It exits when the lab is stopped or taken over,
+over since is left alone), after removing the dead session's scratch
+directories (its watchdog, which does the same, may be stopped with the lab
+before it got there). It exits when the lab is stopped or taken over,
 so it lives exactly as long as the lab it guards. A lab started by hand
 (``lab up``) has no guard.
 
@@ -23,6 +25,7 @@ import sys
 import threading
 from pathlib import Path
 
+from wanbench import scratch
 from wanbench.procs import proc_start_time
 
 POLL_S = 1.0
@@ -49,7 +52,10 @@ def guard(lab_dir: Path, port_base: int, pid: int, start: int, *, poll_s: float 
         if owner.get("pid") != pid or owner.get("start_time") != start:
             return "another run owns the lab now"
         if proc_start_time(pid) != start:
-            done = Lab(lab_dir, port_base).down_if_owned_by(pid, start)
+            # the dead owner's scratch first, as its watchdog does: stopping the lab stops that watchdog,
+            # which may not have got to it yet (the two race for the same dead runner)
+            swept = [f"removed {path}" for path, _why in scratch.sweep_stale(owner_pid=pid)]
+            done = swept + Lab(lab_dir, port_base).down_if_owned_by(pid, start)
             return f"owner pid {pid} died; " + ("; ".join(done) if done else "nothing left to stop")
         if stop.wait(poll_s):
             return "asked to stop"
