@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -196,3 +197,68 @@ def test_default_budgets_come_from_the_profile(project: Path) -> None:
     res = run(project, GOOD, "--baseline-save")
     assert res.returncode == 0, res.stdout + res.stderr
     assert "budgets " + str(ROOT / "wanbench" / "budgets" / "lab.yaml") in res.stdout
+
+
+def test_a_chain_is_driven_from_outside_any_session(project: Path) -> None:
+    """The process the user started runs no session of its own: it starts
+    each run of the chain (the counter counts sessions), and an option that
+    only shows something (--collect-only) is no chain at all."""
+    shown = run(project, GOOD, "--budgets", "budgets.yaml", "--gate-max-runs", "3", "--collect-only", "-q")
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert "[wanbench]" not in shown.stdout
+    assert (project / "invocations").read_text() == "1"
+    saved = run(project, GOOD, "--budgets", "budgets.yaml", "--baseline-save", "--baseline-runs", "2")
+    assert saved.returncode == 0, saved.stdout + saved.stderr
+    assert (project / "invocations").read_text() == "3"
+    assert saved.stdout.count("baseline saved:") == 2
+
+
+def test_argv_of_each_run_of_a_chain() -> None:
+    from wanbench.pytest_plugin.chain import chained_args
+
+    typed = ["-k", "rtt", "tests/rtt", "--clean-alluredir", "--results-json=r.json", "--gate-max-runs", "3",
+             "--baseline-save"]
+    first = chained_args(typed, run=1, results_json="r.json", baseline_save=False, drop=())
+    assert first == ["-k", "rtt", "tests/rtt", "--clean-alluredir", "--gate-max-runs", "3", "--baseline-save",
+                     "--results-json", "r.json"]
+    second = chained_args(typed, run=2, results_json="r.json", baseline_save=False, drop=["tests/rtt"])
+    assert second == ["-k", "rtt", "--gate-max-runs", "3", "--results-json", "r.run2.json"]
+    base = chained_args(["--baseline-runs", "4", "--baseline-save", "tests/"], run=3, results_json=None,
+                        baseline_save=True)
+    assert base == ["tests/", "--baseline-save", "--baseline-runs", "1"]
+
+
+def test_a_run_of_a_chain_dies_with_its_driver(tmp_path: Path) -> None:
+    """kill -9 of the process the user started: the run it started is
+    killed by the kernel at once (its faults then go with its lease, as for
+    any killed runner), not left measuring on its own."""
+    (tmp_path / "test_slow.py").write_text(
+        "import os, time\nfrom pathlib import Path\n\n"
+        "def test_slow():\n    Path('run.pid').write_text(str(os.getpid()))\n    time.sleep(120)\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n")
+    driver = subprocess.Popen([sys.executable, "-m", "pytest", "--gate-max-runs", "2", "-q"], cwd=tmp_path,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pid_file = tmp_path / "run.pid"
+    try:
+        for _ in range(300):
+            if pid_file.exists() and pid_file.read_text():
+                break
+            time.sleep(0.1)
+        child = int(pid_file.read_text())
+        assert child != driver.pid
+        driver.kill()
+        driver.wait(timeout=10)
+        for _ in range(100):
+            if not Path(f"/proc/{child}").exists() or "Z" in _state(child):
+                break
+            time.sleep(0.1)
+        assert not Path(f"/proc/{child}").exists() or "Z" in _state(child), "the run outlived its driver"
+    finally:
+        driver.kill()
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"

@@ -288,10 +288,11 @@ def test_n_with_one_cluster_keeps_todays_refusal() -> None:
 # -- the gate's repeat of undecided cells, from the workers' verdicts --------------------------
 
 
-def test_the_controller_repeats_the_workers_undecided_cells(monkeypatch: pytest.MonkeyPatch) -> None:
-    """--gate-max-runs over several clusters: the next invocation gets the
-    undecided cells and their level-0 siblings by node id, and a chain file
-    with each undecided cell's run so far, as a one-process run would."""
+def test_the_controller_hands_the_workers_undecided_cells_to_the_chain(tmp_path: Path) -> None:
+    """--gate-max-runs over several clusters: the controller writes the
+    workers' undecided cells into the chain file; the next run gets them and
+    their level-0 siblings by node id, with each undecided cell's run so
+    far, as after a one-process run."""
     from wanbench.pytest_plugin import chain
     from wanbench.pytest_plugin import gate as gate_mod
 
@@ -307,22 +308,18 @@ def test_the_controller_repeats_the_workers_undecided_cells(monkeypatch: pytest.
         {"id": other, "nodeid": "t.py::test_rtt[primary-20ms-c4]", "status": "pass", "message": "",
          "undecided": False, "run": {"summary": {"qps": 9.0}, "drop": {}}, "meta": meta, "cluster": "lab2"},
     ])
-    seen: dict[str, Any] = {}
-
-    def fake_run(config: Any, argv: list[str]) -> int:
-        seen["argv"] = argv
-        seen["chain"] = json.loads(Path(argv[argv.index("--gate-chain") + 1]).read_text())
-        return 0
-
-    monkeypatch.setattr(chain, "_run_chained", fake_run)
-    options = {"gate_chain": None, "results_json": None}
-    config = SimpleNamespace(getoption=lambda name, default=None: options.get(name, default),
-                             invocation_params=SimpleNamespace(args=("-n", "2", "--labs", "2", "tests/rtt")),
-                             args=["tests/rtt"], pluginmanager=SimpleNamespace(get_plugin=lambda name: None))
-    session = SimpleNamespace(config=config, exitstatus=0)
-    chain._repeat_merged(session, tally)  # type: ignore[arg-type]
-    argv = seen["argv"]
-    assert argv[:4] == ["-n", "2", "--labs", "2"]  # the same clusters again
-    assert argv[4:6] == ["t.py::test_rtt[replica_write-0ms-c4]", "t.py::test_rtt[replica_write-20ms-c4]"]
-    assert seen["chain"]["run"] == 2
-    assert seen["chain"]["cells"] == {faulted: [{"summary": {"qps": 50.0}, "drop": {"qps": 0.5}}]}
+    path = tmp_path / "chain.json"
+    path.write_text(json.dumps({"kind": gate_mod.CHAIN_KIND, "run": 1, "max_runs": 3, "cells": {}}))
+    stash = {gate_mod._TALLY_KEY: tally}
+    config = SimpleNamespace(getoption=lambda name, default=None: str(path) if name == "gate_chain" else default,
+                             stash=SimpleNamespace(get=lambda key, default=None: stash.get(key, default)))
+    chain.pytest_sessionfinish(SimpleNamespace(config=config), 0)  # type: ignore[arg-type]
+    step = chain.next_run(json.loads(path.read_text()))
+    assert step is not None
+    nxt, ids = step
+    assert ids == ["t.py::test_rtt[replica_write-0ms-c4]", "t.py::test_rtt[replica_write-20ms-c4]"]
+    assert nxt["run"] == 2
+    assert nxt["cells"] == {faulted: [{"summary": {"qps": 50.0}, "drop": {"qps": 0.5}}]}
+    argv = chain.chained_args(("-n", "2", "--labs", "2", "tests/rtt", "--clean-alluredir"), run=2,
+                              results_json=None, baseline_save=False, drop=["tests/rtt"])
+    assert argv == ["-n", "2", "--labs", "2"]  # the same clusters again, the selection by node id

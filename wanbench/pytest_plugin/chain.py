@@ -3,14 +3,22 @@ accepted runs, ``--gate-max-runs N`` measures undecided cells again until
 decided or N runs are spent, each run a separate ``python -m pytest`` of the
 same command (the run, not the round, is the unit of replication).
 
-The next invocation starts after this session's summary, from the end of
-``pytest_sessionfinish``, and its output follows this one's; the session's
-exit status is the worst of the chain.
+A chain is driven from outside any test session. The invocation the user
+typed is taken over in ``pytest_cmdline_main`` (as pytest-xdist's
+``--looponfail`` takes over its loop of runs): that process collects and runs
+nothing; it starts each run as a child ``python -m pytest``, one after
+another, and its exit status is the worst of the chain. The runs of a gate
+chain talk through one chain file (``--gate-chain``): the driver writes the
+cells' runs so far into it, the run writes its undecided cells back at the
+end of its session (``pytest_sessionfinish``), and nothing else. Each run is
+killed by the kernel if the driver dies (``kill -9`` included): its faults
+then go with its lease, as for any runner.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -21,23 +29,29 @@ from typing import Any
 import pytest
 
 from wanbench.gate.budgets import CellKey
-from wanbench.pytest_plugin.gate import CHAIN_KIND, Gate, GateTally, _say, gate_of, read_chain, tally_of
+from wanbench.procs import load_preexec
+from wanbench.pytest_plugin.gate import CHAIN_KIND, gate_of, read_chain, tally_of
 from wanbench.results import write_json_atomic
 
 #: options a chained invocation must not inherit: (name, takes a value)
 _NOT_INHERITED = (("--gate-chain", True), ("--clean-alluredir", False), ("--baseline-runs", True),
                   ("--baseline-save", False), ("--results-json", True))
+#: options that show something instead of running tests: never a chain
+_SHOWS = ("help", "version", "collectonly", "showfixtures", "show_fixtures_per_test", "markers", "setuponly",
+          "setupplan")
 
 
-def chained_args(args: Sequence[str], positional: Sequence[str], *, results_json: str | None, run: int,
-                 baseline_save: bool) -> list[str]:
-    """The command line of the next invocation of a chain: the user's
-    options, minus what belongs to this invocation only (its positional test
-    selection, the chain file, --clean-alluredir, the results file, whose
-    name gets ``.runN``)."""
+def chained_args(args: Sequence[str], *, run: int, results_json: str | None, baseline_save: bool,
+                 drop: Sequence[str] = ()) -> list[str]:
+    """The command line of run ``run`` of a chain: the user's options, minus
+    what a run decides for itself (the chain file; the results file, whose
+    name gets ``.runN`` after run 1; ``--baseline-save`` and
+    ``--baseline-runs``, which a baseline run gets as ``--baseline-save
+    --baseline-runs 1``), minus ``drop`` (a test selection replaced by node
+    ids) and, after run 1, ``--clean-alluredir`` (the runs add to one Allure
+    directory)."""
     out: list[str] = []
     skip_value = False
-    drop = set(positional)
     for arg in args:
         if skip_value:
             skip_value = False
@@ -46,76 +60,151 @@ def chained_args(args: Sequence[str], positional: Sequence[str], *, results_json
         hit = next((takes for opt, takes in _NOT_INHERITED if name == opt), None)
         if hit is not None:
             skip_value = hit and "=" not in arg
+            kept = run == 1 and (name == "--clean-alluredir" or name == "--baseline-save" and not baseline_save)
+            if kept:
+                out.append(arg)
             continue
         if arg in drop:
             continue
         out.append(arg)
     if results_json:
         stem = Path(results_json)
-        out += ["--results-json", str(stem.with_name(f"{stem.stem}.run{run}{stem.suffix or '.json'}"))]
+        out += ["--results-json", results_json if run == 1 else
+                str(stem.with_name(f"{stem.stem}.run{run}{stem.suffix or '.json'}"))]
     if baseline_save:
         out += ["--baseline-save", "--baseline-runs", "1"]
     return out
 
 
-def _run_chained(config: pytest.Config, argv: list[str]) -> int:
-    """Run the next invocation of a chain in the foreground, its output on ours."""
-    cmd = [sys.executable, "-m", "pytest", *argv]
-    try:
-        return subprocess.run(cmd, cwd=config.invocation_params.dir, check=False).returncode  # noqa: S603
-    except KeyboardInterrupt:
-        return int(pytest.ExitCode.INTERRUPTED)
+def is_driver(config: pytest.Config) -> bool:
+    """Whether this invocation drives a chain rather than running tests:
+    the one the user typed, with ``--baseline-save --baseline-runs N`` or
+    ``--gate-max-runs N`` (N > 1); never a run of a chain or an xdist worker."""
+    if hasattr(config, "workerinput") or config.getoption("gate_chain"):
+        return False
+    if any(getattr(config.option, name, False) for name in _SHOWS):
+        return False
+    return bool(config.getoption("baseline_save") and config.getoption("baseline_runs") > 1
+                or config.getoption("gate_max_runs") > 1)
 
 
-def _chain_file(data: dict[str, Any]) -> str:
-    fd, path = tempfile.mkstemp(prefix="wanbench-chain-", suffix=".json")
-    os.close(fd)
-    write_json_atomic(path, data)
-    return path
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> int | None:
+    if not is_driver(config):
+        return None
+    driver = Driver(config.invocation_params.args, list(config.args), config.invocation_params.dir,
+                    results_json=config.getoption("results_json"))
+    if config.getoption("baseline_save") and config.getoption("baseline_runs") > 1:
+        return driver.baseline(config.getoption("baseline_runs"))
+    return driver.gate(config.getoption("gate_max_runs"))
 
 
-def _repeat_undecided(session: pytest.Session, g: Gate) -> None:
-    """--gate-max-runs: the undecided cells once more, as a separate
-    invocation that carries their runs so far. Faulted cells bring their
-    level-0 sibling along, so their drop is measured in the new run too."""
-    undecided = [v.key.id for v in g.undecided() if v.key.id in g.nodeids]
-    runs = {cid: r.to_json() for cid, r in g.runs.items()}
-    _repeat(session, undecided, g.nodeids, runs, chain=g.chain, run_index=g.run_index, max_runs=g.max_runs)
+def say(text: str) -> None:
+    sys.stdout.write(f"[wanbench] {text}\n")
+    sys.stdout.flush()
 
 
-def _repeat_merged(session: pytest.Session, tally: GateTally) -> None:
-    """--gate-max-runs on the controller of a run over several clusters."""
-    meta = tally.meta()
-    nodeids = {e["id"]: e["nodeid"] for e in tally.entries if e.get("nodeid")}
-    undecided = [e["id"] for e in tally.entries if e.get("undecided") and e["id"] in nodeids and e.get("run")]
-    runs = {e["id"]: e["run"] for e in tally.entries if e.get("run")}
-    _repeat(session, undecided, nodeids, runs, chain=read_chain(session.config.getoption("gate_chain")),
-            run_index=int(meta.get("run_index", 1)), max_runs=int(meta.get("max_runs", 1)))
+def run_pytest(argv: Sequence[str], cwd: Path) -> int:
+    """One run of a chain in the foreground, its output on ours. Ctrl-C
+    reaches the run too (one process group): it is waited for while it
+    removes its faults, and the chain ends."""
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", *argv], cwd=cwd,  # noqa: S603
+                            preexec_fn=load_preexec())  # noqa: PLW1509 - a single-threaded driver
+    while True:
+        try:
+            code = proc.wait()
+        except KeyboardInterrupt:
+            continue  # the run got the same SIGINT: let it clean up
+        if code >= 0:
+            return code
+        return int(pytest.ExitCode.INTERRUPTED if -code == signal.SIGINT else pytest.ExitCode.INTERNAL_ERROR)
 
 
-def _repeat(session: pytest.Session, undecided: list[str], nodeids: dict[str, str], runs: dict[str, Any], *,
-            chain: dict[str, Any], run_index: int, max_runs: int) -> None:
-    config = session.config
-    if not undecided or run_index >= max_runs:
-        return
+def worse(code: int, other: int) -> int:
+    """The chain's exit status so far, after a run that ended with ``other``:
+    a failure anywhere fails the chain."""
+    if other == int(pytest.ExitCode.TESTS_FAILED):
+        return other
+    if other != 0 and code in (0, int(pytest.ExitCode.NO_TESTS_COLLECTED)):
+        return other
+    return code
+
+
+class Driver:
+    """Runs the invocations of a chain, one after another."""
+
+    def __init__(self, args: Sequence[str], positional: Sequence[str], cwd: Path, *,
+                 results_json: str | None) -> None:
+        self.args = list(args)
+        self.positional = list(positional)
+        self.cwd = cwd
+        self.results_json = results_json
+
+    def baseline(self, runs: int) -> int:
+        """--baseline-runs N: N accepted runs, each a separate invocation."""
+        code = 0
+        for i in range(1, runs + 1):
+            say(f"recording baseline run {i} of {runs} as a separate invocation")
+            got = run_pytest(chained_args(self.args, run=i, results_json=self.results_json, baseline_save=True),
+                             self.cwd)
+            code = worse(code, got)
+            if got not in (0, int(pytest.ExitCode.TESTS_FAILED)) and i < runs:
+                say(f"baseline run {i} ended with exit status {got}: no further runs recorded")
+                break
+            say(f"baseline run {i} ended with exit status {got}")
+        return code
+
+    def gate(self, max_runs: int) -> int:
+        """--gate-max-runs N: run 1 as typed, then the undecided cells again
+        (with their level-0 siblings) until decided or N runs are spent."""
+        fd, name = tempfile.mkstemp(prefix="wanbench-chain-", suffix=".json")
+        os.close(fd)
+        path = Path(name)
+        chain: dict[str, Any] = {"kind": CHAIN_KIND, "run": 1, "max_runs": max_runs, "cells": {}}
+        selection: list[str] = []
+        code = 0
+        try:
+            while True:
+                run = int(chain["run"])
+                write_json_atomic(path, chain)
+                argv = chained_args(self.args, run=run, results_json=self.results_json, baseline_save=False,
+                                    drop=self.positional if run > 1 else ())
+                got = run_pytest([*argv, *selection, "--gate-chain", str(path)], self.cwd)
+                code = worse(code, got)
+                if run > 1:
+                    say(f"run {run} ended with exit status {got}")
+                if got == int(pytest.ExitCode.INTERRUPTED) or run >= max_runs:
+                    return code
+                step = next_run(read_chain(str(path)))
+                if step is None:
+                    return code
+                chain, selection = step
+                undecided = len(chain["cells"])
+                say(f"{undecided} cell(s) undecided: measuring them again as a separate invocation "
+                    f"(run {chain['run']} of at most {max_runs})")
+        finally:
+            path.unlink(missing_ok=True)
+
+
+def next_run(done: dict[str, Any]) -> tuple[dict[str, Any], list[str]] | None:
+    """From the chain file a run wrote back: the next run's chain file and
+    node ids (each undecided cell and its level-0 sibling, so the drop is
+    measured in the new run too), or None when nothing is left to decide."""
+    report = done.get("report") or {}
+    nodeids: dict[str, str] = report.get("nodeids") or {}
+    runs: dict[str, Any] = report.get("runs") or {}
+    undecided = [cid for cid in report.get("undecided") or [] if nodeids.get(cid) and cid in runs]
+    if not undecided:
+        return None
     ids: list[str] = []
     for uid in undecided:
         for cid in (_level0_sibling(nodeids, CellKey.parse(uid)), uid):
             if cid and nodeids.get(cid) and nodeids[cid] not in ids:
                 ids.append(nodeids[cid])
-    earlier = chain.get("cells") or {}
+    earlier = done.get("cells") or {}
     cells = {uid: [*earlier.get(uid, []), runs[uid]] for uid in undecided}
-    nxt = run_index + 1
-    path = _chain_file({"kind": CHAIN_KIND, "run": nxt, "max_runs": max_runs, "cells": cells})
-    _say(config, f"{len(undecided)} cell(s) undecided: measuring them again as a separate invocation "
-                 f"(run {nxt} of at most {max_runs})")
-    argv = chained_args(config.invocation_params.args, config.args,
-                        results_json=config.getoption("results_json"), run=nxt, baseline_save=False)
-    try:
-        code = _run_chained(config, [*argv, *ids, "--gate-chain", path])
-    finally:
-        Path(path).unlink(missing_ok=True)
-    _merge_exit(session, code, what=f"run {nxt}")
+    return {"kind": CHAIN_KIND, "run": int(done.get("run", 1)) + 1, "max_runs": int(done.get("max_runs", 1)),
+            "cells": cells}, ids
 
 
 def _level0_sibling(nodeids: dict[str, str], key: CellKey) -> str | None:
@@ -126,43 +215,29 @@ def _level0_sibling(nodeids: dict[str, str], key: CellKey) -> str | None:
     return None
 
 
-def _more_baseline_runs(session: pytest.Session, runs: int) -> None:
-    """--baseline-runs N: N-1 more accepted runs, each a separate invocation."""
-    config = session.config
-    for i in range(2, runs + 1):
-        _say(config, f"recording baseline run {i} of {runs} as a separate invocation")
-        argv = chained_args(config.invocation_params.args, [], results_json=config.getoption("results_json"),
-                            run=i, baseline_save=True)
-        code = _run_chained(config, argv)
-        _merge_exit(session, code, what=f"baseline run {i}")
-        if code not in (0, int(pytest.ExitCode.TESTS_FAILED)):
-            _say(config, f"baseline run {i} ended with exit status {code}: no further runs recorded")
-            return
-
-
-def _merge_exit(session: pytest.Session, code: int, *, what: str) -> None:
-    """The whole chain's exit status: a failure anywhere fails the session."""
-    if code != 0 and session.exitstatus in (0, pytest.ExitCode.NO_TESTS_COLLECTED):
-        session.exitstatus = code
-    elif code == int(pytest.ExitCode.TESTS_FAILED):
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
-    _say(session.config, f"{what} ended with exit status {code}")
-
-
-@pytest.hookimpl(wrapper=True, tryfirst=True)
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> Any:
-    """After the summary, the next invocation of a chain (``--baseline-runs``,
-    ``--gate-max-runs``), whose output follows ours. Only a worker-less
-    session or the controller does this."""
-    result = yield
-    config = session.config
-    if hasattr(config, "workerinput") or session.shouldstop or exitstatus == pytest.ExitCode.INTERRUPTED:
-        return result
+def handover(config: pytest.Config) -> dict[str, Any] | None:
+    """What a run of a gate chain tells its driver: the undecided cells,
+    their node ids and their runs (this process's gate, or the workers'
+    verdicts on the controller of a run over several clusters)."""
     g, tally = gate_of(config), tally_of(config)
-    if config.getoption("baseline_save") and config.getoption("baseline_runs") > 1:
-        _more_baseline_runs(session, config.getoption("baseline_runs"))
-    elif g is not None and g.max_runs > 1:
-        _repeat_undecided(session, g)
-    elif g is None and tally is not None and int(tally.meta().get("max_runs", 1)) > 1:
-        _repeat_merged(session, tally)
-    return result
+    if g is not None:
+        return {"undecided": [v.key.id for v in g.undecided()], "nodeids": dict(g.nodeids),
+                "runs": {cid: r.to_json() for cid, r in g.runs.items()}}
+    if tally is not None:
+        return {"undecided": [e["id"] for e in tally.entries if e.get("undecided")],
+                "nodeids": {e["id"]: e["nodeid"] for e in tally.entries if e.get("nodeid")},
+                "runs": {e["id"]: e["run"] for e in tally.entries if e.get("run")}}
+    return None
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A run of a gate chain writes its undecided cells into the chain file
+    for the driver (the controller or a worker-less session only)."""
+    config = session.config
+    path = config.getoption("gate_chain")
+    if not path or hasattr(config, "workerinput"):
+        return
+    report = handover(config)
+    if report is not None:
+        write_json_atomic(path, {**read_chain(path), "report": report})
