@@ -10,7 +10,6 @@ import pytest
 from wanbench.errors import ConfigError, InfrastructureError
 from wanbench.profiles.tidb.facts import (
     InstanceInfo,
-    SQLTarget,
     TiDBFacts,
     collect_facts,
     looks_like_tidb,
@@ -18,6 +17,7 @@ from wanbench.profiles.tidb.facts import (
     parse_tidb_version,
 )
 from wanbench.profiles.tidb.topology import load_cluster
+from wanbench.sql import SqlTarget
 
 DATA = Path(__file__).parent / "data"
 
@@ -79,7 +79,7 @@ def test_connection_errors_never_show_the_password() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    target = SQLTarget("127.0.0.1", port, "bench", password="Sup3r-Secret-pw", connect_timeout=2)
+    target = SqlTarget("127.0.0.1", port, "bench", password="Sup3r-Secret-pw", connect_timeout=2)
     assert "Sup3r" not in repr(target)
     with pytest.raises(InfrastructureError) as info:
         collect_facts(target)

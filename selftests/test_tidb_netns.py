@@ -29,10 +29,11 @@ from wanbench.faults.base import Level
 from wanbench.netns import NetnsNetwork
 from wanbench.profiles.base import DryRun
 from wanbench.profiles.tidb.cluster import TidbCluster
-from wanbench.profiles.tidb.facts import SQLTarget, collect_facts
+from wanbench.profiles.tidb.facts import collect_facts
 from wanbench.profiles.tidb.preflight import preflight, ssh_executors
 from wanbench.profiles.tidb.tcplan import FilterKey, installed_filters, planned_filters
 from wanbench.profiles.tidb.topology import load_cluster
+from wanbench.sql import SqlTarget
 from wanbench.topology import Topology, load_catalog
 from wanbench.wait import wait_for
 
@@ -147,7 +148,7 @@ def test_a_mysql_server_on_the_tidb_port_is_refused(net: NetnsNetwork, tmp_path:
                 return True
 
         wait_for(listening, what="mariadbd on the TiDB port", timeout=60)
-        target = SQLTarget(host.address, 4000, "root", password="n0t-Printed-pw", connect_timeout=5)
+        target = SqlTarget(host.address, 4000, "root", password="n0t-Printed-pw", connect_timeout=5)
         with pytest.raises(ConfigError, match="is not a TiDB server") as info:
             collect_facts(target)
         assert "MariaDB" in str(info.value)

@@ -27,8 +27,9 @@ import pytest
 from wanbench.errors import ConfigError, InfrastructureError
 from wanbench.procs import log_tail
 from wanbench.results import Latency, WorkloadResult
+from wanbench.sql import SqlTarget
 from wanbench.wait import wait_for
-from wanbench.workloads import sqlconn, tpcc, tpcc_model
+from wanbench.workloads import tpcc, tpcc_model
 from wanbench.workloads.tpcc_checks import CHECKS, run_checks
 
 PORT = 24306
@@ -49,7 +50,7 @@ needs_tools = pytest.mark.skipif(bool(_missing()), reason=f"missing binaries: {_
 
 
 @pytest.fixture(scope="session")
-def mariadb() -> Iterator[tpcc.Connection]:
+def mariadb() -> Iterator[SqlTarget]:
     """A private MariaDB with the lab's settings; stopped by PID at the end."""
     if _missing():
         pytest.skip(f"missing binaries: {_missing()}")
@@ -83,7 +84,7 @@ def mariadb() -> Iterator[tpcc.Connection]:
                      "GRANT ALL ON *.* TO 'tpcc'@'127.0.0.1'"):
             cur.execute(stmt)
         cnx.close()
-        yield tpcc.Connection("127.0.0.1", PORT, "tpcc", password, "wanbench_tpcc")
+        yield SqlTarget("127.0.0.1", PORT, "tpcc", password, "wanbench_tpcc")
     finally:
         if proc is not None and proc.poll() is None:
             proc.terminate()  # by PID: the server this fixture started
@@ -96,17 +97,17 @@ def mariadb() -> Iterator[tpcc.Connection]:
 
 
 @pytest.fixture(scope="session")
-def loaded(mariadb: tpcc.Connection) -> tpcc.LoadResult:
+def loaded(mariadb: SqlTarget) -> tpcc.LoadResult:
     return tpcc.load(mariadb, tpcc_model.TpccOptions(warehouses=1, threads=4))
 
 
 @pytest.fixture(scope="session")
-def closed_run(mariadb: tpcc.Connection, loaded: tpcc.LoadResult) -> WorkloadResult:
+def closed_run(mariadb: SqlTarget, loaded: tpcc.LoadResult) -> WorkloadResult:
     return tpcc.run(mariadb, tpcc_model.TpccOptions(warehouses=1, threads=4, duration=15))
 
 
-def _sql(conn: tpcc.Connection, *stmts: str) -> list[Any]:
-    cnx = sqlconn.connect(conn, who="test")
+def _sql(conn: SqlTarget, *stmts: str) -> list[Any]:
+    cnx = conn.connect(who="test")
     try:
         cur: Any = cnx.cursor()
         rows: list[Any] = []
@@ -248,7 +249,7 @@ def test_time_scale_parser():
 
 @pytest.mark.lab
 @pytest.mark.slow
-def test_load_one_warehouse_in_under_a_minute(loaded: tpcc.LoadResult, mariadb: tpcc.Connection):
+def test_load_one_warehouse_in_under_a_minute(loaded: tpcc.LoadResult, mariadb: SqlTarget):
     # 11 s on an idle 2-core machine; the bound only catches a hung or serial load
     # (other engineers load this machine: never assert wall-clock speed tightly)
     assert loaded.seconds < 300, f"1-warehouse load took {loaded.seconds:.1f}s"
@@ -265,7 +266,7 @@ def test_load_one_warehouse_in_under_a_minute(loaded: tpcc.LoadResult, mariadb: 
 
 @pytest.mark.lab
 @pytest.mark.slow
-def test_run_is_consistent_and_reports_go_tpc_numbers(closed_run: WorkloadResult, mariadb: tpcc.Connection):
+def test_run_is_consistent_and_reports_go_tpc_numbers(closed_run: WorkloadResult, mariadb: SqlTarget):
     r = closed_run
     checks = r.extra["checks"]
     assert [c["name"] for c in checks] == [c.name for c in CHECKS]
@@ -310,7 +311,7 @@ def test_mix_is_within_one_point_of_45_43_4_4_4(closed_run: WorkloadResult):
 
 @pytest.mark.lab
 @pytest.mark.slow
-def test_checks_name_exactly_the_corrupted_rows(closed_run: WorkloadResult, mariadb: tpcc.Connection):
+def test_checks_name_exactly_the_corrupted_rows(closed_run: WorkloadResult, mariadb: SqlTarget):
     def failed() -> dict[str, list[dict]]:
         return {r.name: [dict(zip(r.columns, row, strict=False)) for row in r.offending]
                 for r in run_checks(mariadb) if not r.passed}
@@ -341,7 +342,7 @@ def test_checks_name_exactly_the_corrupted_rows(closed_run: WorkloadResult, mari
     try:
         bad = failed()
     finally:
-        cnx = sqlconn.connect(mariadb, who="test")
+        cnx = mariadb.connect(who="test")
         try:
             cnx.cursor().execute("INSERT INTO order_line VALUES (" + ",".join(["%s"] * len(saved)) + ")", saved)
         finally:
@@ -353,7 +354,7 @@ def test_checks_name_exactly_the_corrupted_rows(closed_run: WorkloadResult, mari
 
 @pytest.mark.lab
 @pytest.mark.slow
-def test_errors_are_counted_by_code_and_the_run_goes_on(closed_run: WorkloadResult, mariadb: tpcc.Connection):
+def test_errors_are_counted_by_code_and_the_run_goes_on(closed_run: WorkloadResult, mariadb: SqlTarget):
     """Payment writes history; without that table every Payment fails with
     1146 and rolls back, the other four types go on."""
     _sql(mariadb, "RENAME TABLE history TO history_away")
@@ -372,7 +373,7 @@ def test_errors_are_counted_by_code_and_the_run_goes_on(closed_run: WorkloadResu
 
 @pytest.mark.lab
 @pytest.mark.slow
-def test_wait_gives_the_theoretical_efficiency(closed_run: WorkloadResult, mariadb: tpcc.Connection):
+def test_wait_gives_the_theoretical_efficiency(closed_run: WorkloadResult, mariadb: SqlTarget):
     """40 terminals on 1 warehouse with keying/think times scaled x0.05: the
     spec's 12.86 tpmC per warehouse (scaled), times 4 terminals per 10, less
     what the response times take: about 400 %. Scaled times stay long next to

@@ -18,7 +18,8 @@ import pytest
 
 from selftests.test_sysbench_engine import PASSWORD, MariaDB
 from wanbench.errors import ConfigError
-from wanbench.workloads import tpcc, tpcc_model, ycsb, ycsb_checks, ycsb_keys, ycsb_stats
+from wanbench.sql import SqlTarget
+from wanbench.workloads import tpcc_model, ycsb, ycsb_checks, ycsb_keys, ycsb_stats
 
 PORT = int(os.environ.get("WANBENCH_YCSB_TEST_PORT", "23620"))
 ROOT = Path(__file__).resolve().parent.parent
@@ -88,17 +89,17 @@ def test_options_are_validated() -> None:
 
 
 @pytest.fixture(scope="module")
-def conn() -> Iterator[tpcc.Connection]:
+def conn() -> Iterator[SqlTarget]:
     db = MariaDB(PORT)
     try:
         db.start()
-        yield tpcc.Connection("127.0.0.1", PORT, "wb", PASSWORD, ycsb_checks.DATABASE)
+        yield SqlTarget("127.0.0.1", PORT, "wb", PASSWORD, ycsb_checks.DATABASE)
     finally:
         db.stop()
 
 
 @pytest.fixture(scope="module")
-def loaded(conn: tpcc.Connection) -> ycsb.LoadResult:
+def loaded(conn: SqlTarget) -> ycsb.LoadResult:
     res = ycsb.load(conn, ycsb.YcsbOptions(records=RECORDS, fields=4, field_length=20), threads=2)
     assert res.seconds > 0
     assert res.records == RECORDS
@@ -107,7 +108,7 @@ def loaded(conn: tpcc.Connection) -> ycsb.LoadResult:
 
 @pytest.mark.lab
 @pytest.mark.parametrize("workload", list(ycsb.WORKLOADS))
-def test_each_workload_runs_and_checks(conn: tpcc.Connection, loaded: ycsb.LoadResult, workload: str) -> None:
+def test_each_workload_runs_and_checks(conn: SqlTarget, loaded: ycsb.LoadResult, workload: str) -> None:
     opts = ycsb.YcsbOptions(workload=workload, threads=4, records=RECORDS, fields=4, field_length=20,
                             operations=3000)
     result = ycsb.run(conn, opts, load_result=loaded)
@@ -134,7 +135,7 @@ def test_each_workload_runs_and_checks(conn: tpcc.Connection, loaded: ycsb.LoadR
 
 
 @pytest.mark.lab
-def test_zipfian_frequencies_of_a_real_run(conn: tpcc.Connection, loaded: ycsb.LoadResult) -> None:
+def test_zipfian_frequencies_of_a_real_run(conn: SqlTarget, loaded: ycsb.LoadResult) -> None:
     ops = 60000
     opts = ycsb.YcsbOptions(workload="workloadc", threads=4, records=RECORDS, fields=4, field_length=20,
                             operations=ops, key_stats=True)
@@ -161,7 +162,7 @@ def test_zipfian_frequencies_of_a_real_run(conn: tpcc.Connection, loaded: ycsb.L
 
 
 @pytest.mark.lab
-def test_correctness_check_catches_corruption(conn: tpcc.Connection, loaded: ycsb.LoadResult) -> None:
+def test_correctness_check_catches_corruption(conn: SqlTarget, loaded: ycsb.LoadResult) -> None:
     opts = ycsb.YcsbOptions(workload="workloadd", threads=2, records=RECORDS, fields=4, field_length=20,
                             operations=600)
     r = ycsb.run_round(conn, opts)

@@ -108,7 +108,7 @@ class Endpoint:
     @classmethod
     def of(cls, target: Any) -> Endpoint:
         """From a ``wanbench.profiles.base.SqlTarget``."""
-        return cls(target.host, target.port, target.credentials.user, target.credentials.password,
+        return cls(target.host, target.port, target.user, target.password,
                    target.database)
 
 

@@ -8,10 +8,45 @@ plans (a dry run, ``--collect-only``) never loads it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from wanbench.errors import InfrastructureError
 from wanbench.redact import hide
+
+#: the database the workloads use on every profile
+DATABASE = "wanbench"
+
+
+@dataclass(frozen=True)
+class SqlTarget:
+    """Where and as whom a client connects: a workload, a loader, a check,
+    the facts query. ``password`` is held in memory only, never in repr, argv
+    or logs. ``client_cpus``: the CPUs a load generator on this machine may
+    use (the lab's split layout; () = any)."""
+
+    host: str
+    port: int
+    user: str
+    password: str = field(default="", repr=False)
+    database: str = DATABASE
+    connect_timeout: float = 10.0
+    client_cpus: tuple[int, ...] = ()
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.user}@{self.host}:{self.port}/{self.database}"
+
+    def connect(self, *, with_db: bool = True, who: str | None = "sql", **options: Any) -> Any:
+        """A connection (``connect`` below) to this target, in its database
+        unless ``with_db`` is false."""
+        return connect(host=self.host, port=self.port, user=self.user, password=self.password,
+                       database=self.database if with_db else None, timeout=self.connect_timeout, who=who,
+                       **options)
 
 
 def connect(*, user: str, password: str = "", host: str | None = None, port: int | None = None,

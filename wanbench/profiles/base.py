@@ -22,10 +22,8 @@ from typing import Any, Protocol
 from wanbench.errors import WanbenchError
 from wanbench.faults.base import Evidence, Fault
 from wanbench.procs import cpu_model
+from wanbench.sql import DATABASE, SqlTarget
 from wanbench.topology import Scenario, Topology
-
-#: the database the workloads use on every profile
-DATABASE = "wanbench"
 
 
 @dataclass(frozen=True)
@@ -43,20 +41,6 @@ class DryRun(WanbenchError):
     def __init__(self, text: str) -> None:
         self.text = text
         super().__init__("dry run: no fault applied, no workload run")
-
-
-@dataclass(frozen=True)
-class SqlTarget:
-    """Where a workload connects (credentials kept out of repr)."""
-
-    host: str
-    port: int
-    credentials: Credentials
-    database: str = DATABASE
-
-    @property
-    def address(self) -> str:
-        return f"{self.host}:{self.port}"
 
 
 class Cluster(Protocol):
@@ -128,4 +112,4 @@ def client_facts() -> dict[str, Any]:
             "python": sys.version.split()[0]}
 
 
-__all__ = ["Cluster", "SqlTarget", "client_facts"]
+__all__ = ["DATABASE", "Cluster", "Credentials", "SqlTarget", "client_facts"]

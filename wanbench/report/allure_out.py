@@ -111,7 +111,6 @@ class _Session:
     """What this process knows about the run (one per pytest process)."""
 
     results_dir: Path | None = None
-    cells: list[CellResult] = field(default_factory=list)
     baselines: dict[tuple[str, str, str, int], Mapping[str, Any]] = field(default_factory=dict)
     environment: dict[str, str] = field(default_factory=dict)
     secrets: set[str] = field(default_factory=set)
@@ -128,10 +127,6 @@ def configure(results_dir: str | os.PathLike[str] | None) -> None:
     (in every process: xdist workers write their cells' metrics themselves)."""
     global _session
     _session = _Session(results_dir=Path(results_dir) if results_dir else None)
-
-
-def recorded_cells() -> list[CellResult]:
-    return list(_session.cells)
 
 
 def note_environment(**values: Any) -> None:
@@ -231,7 +226,6 @@ def attach_cell(
     in this session (any level); ``baseline``: ``{"metrics": {metric: value},
     "release": ..., "date": ...}`` or a flat metric mapping, or None.
     """
-    _session.cells.append(cell)
     _session.pending.append((cell, baseline, bool(cell.verdict)))
     _remember_baseline(cell, baseline)
     if _session.results_dir is not None:

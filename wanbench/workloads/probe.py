@@ -25,8 +25,8 @@ def make_runner(cluster: Any, path: str, workdir: Path) -> SysbenchRunner:
     cluster lists for it, with the profile's workload settings."""
     targets = cluster.sql_targets(path)
     first = targets[0]
-    return SysbenchRunner(host=first.host, port=first.port, user=first.credentials.user,
-                          password=first.credentials.password, database=first.database,
+    return SysbenchRunner(host=first.host, port=first.port, user=first.user,
+                          password=first.password, database=first.database,
                           workdir=workdir, extra_args=cluster.workload_args(path),
                           more_endpoints=[(t.host, t.port) for t in targets[1:]], cpus=cluster.client_cpus())
 

@@ -13,6 +13,7 @@ right after the run: it is never on a command line, in ``ps`` or in a report.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import shutil
@@ -26,9 +27,9 @@ from wanbench.errors import CommandError, ConfigError, InfrastructureError, Miss
 from wanbench.interleave import Interleaved, Switch, interleave_rounds
 from wanbench.redact import redactor
 from wanbench.results import Latency, Round, WorkloadResult
+from wanbench.sql import SqlTarget
 from wanbench.workloads import sysproc
 from wanbench.workloads.clientcpu import ClientLoad, assess, usable_cores
-from wanbench.workloads.sqlconn import Connection, connect
 from wanbench.workloads.tpcc_checks import run_checks
 from wanbench.workloads.tpcc_model import (
     _QUERIES,
@@ -57,11 +58,11 @@ class SysbenchRun:
     cpu_s: float  # the sysbench process's user + system CPU
 
 
-def sysbench_argv(conn: Connection, opts: TpccOptions, command: str) -> list[str]:
+def sysbench_argv(conn: SqlTarget, opts: TpccOptions, command: str) -> list[str]:
     """argv without credentials: they go to sysbench in an options file."""
     argv = [
         opts.sysbench, str(SCRIPT),
-        f"--mysql-host={conn.host}", f"--mysql-port={conn.port}", f"--mysql-db={conn.db}",
+        f"--mysql-host={conn.host}", f"--mysql-port={conn.port}", f"--mysql-db={conn.database}",
         f"--threads={opts.threads}", f"--warehouses={opts.warehouses}", f"--load-batch={opts.load_batch}",
     ]
     if command == "run":
@@ -72,7 +73,7 @@ def sysbench_argv(conn: Connection, opts: TpccOptions, command: str) -> list[str
     return argv
 
 
-def run_sysbench(conn: Connection, opts: TpccOptions, command: str, *, timeout: float,
+def run_sysbench(conn: SqlTarget, opts: TpccOptions, command: str, *, timeout: float,
                  window: sysproc.WindowHooks | None = None) -> SysbenchRun:
     """Run one sysbench command through ``sysproc.run`` (the supervisor every
     engine shares); its CPU comes from wait4 (exact, per process). ``window``
@@ -94,23 +95,23 @@ def run_sysbench(conn: Connection, opts: TpccOptions, command: str, *, timeout: 
 # ---------------------------------------------------------------- database
 
 
-def _connect(conn: Connection, *, with_db: bool = True) -> Any:
-    return connect(conn, with_db=with_db, who="tpcc")
+def _connect(conn: SqlTarget, *, with_db: bool = True) -> Any:
+    return conn.connect(with_db=with_db, who="tpcc")
 
 
-def ensure_database(conn: Connection) -> None:
-    if not re.fullmatch(r"[A-Za-z0-9_]+", conn.db):
-        raise ConfigError(f"tpcc: database name {conn.db!r} must be letters, digits and _")
+def ensure_database(conn: SqlTarget) -> None:
+    if not re.fullmatch(r"[A-Za-z0-9_]+", conn.database):
+        raise ConfigError(f"tpcc: database name {conn.database!r} must be letters, digits and _")
     cnx = _connect(conn, with_db=False)
     try:
         cur = cnx.cursor()
-        cur.execute(f"CREATE DATABASE IF NOT EXISTS `{conn.db}`")
+        cur.execute(f"CREATE DATABASE IF NOT EXISTS `{conn.database}`")
         cur.close()
     finally:
         cnx.close()
 
 
-def loaded_warehouses(conn: Connection) -> int:
+def loaded_warehouses(conn: SqlTarget) -> int:
     """Warehouses of a complete load, 0 when there is none (or it is partial)."""
     import mysql.connector
 
@@ -144,7 +145,7 @@ class LoadResult:
     client_cpu_s: float
 
 
-def load(conn: Connection, opts: TpccOptions, *, timeout: float = 900.0) -> LoadResult:
+def load(conn: SqlTarget, opts: TpccOptions, *, timeout: float = 900.0) -> LoadResult:
     """Drop and reload: items once, per-warehouse data split across ``opts.threads``."""
     ensure_database(conn)
     run_sysbench(conn, opts, "cleanup", timeout=120)
@@ -156,7 +157,7 @@ def load(conn: Connection, opts: TpccOptions, *, timeout: float = 900.0) -> Load
     return LoadResult(opts.warehouses, opts.threads, time.monotonic() - start, res.cpu_s)
 
 
-def ensure_loaded(conn: Connection, opts: TpccOptions) -> LoadResult | None:
+def ensure_loaded(conn: SqlTarget, opts: TpccOptions) -> LoadResult | None:
     """Load unless the same number of warehouses is already there; None when reused."""
     ensure_database(conn)
     if loaded_warehouses(conn) == opts.warehouses:
@@ -172,7 +173,7 @@ class _RoundRun:
     queries: int
 
 
-def _one_round(conn: Connection, opts: TpccOptions, window: sysproc.WindowHooks | None) -> _RoundRun:
+def _one_round(conn: SqlTarget, opts: TpccOptions, window: sysproc.WindowHooks | None) -> _RoundRun:
     sb = run_sysbench(conn, opts, "run", timeout=opts.duration + opts.grace
                       + (opts.time_scale * 30.0 if opts.wait else 0.0), window=window)
     stats = parse_output(sb.stdout)
@@ -180,7 +181,7 @@ def _one_round(conn: Connection, opts: TpccOptions, window: sysproc.WindowHooks 
     return _RoundRun(sb, stats, summarize(stats, opts), int(m.group(1)) if m else 0)
 
 
-def run(conn: Connection, opts: TpccOptions, *, checks: bool = True, rounds: int = 1,
+def run(conn: SqlTarget, opts: TpccOptions, *, checks: bool = True, rounds: int = 1,
         window: sysproc.WindowHooks | None = None, switch: Switch | None = None) -> WorkloadResult:
     """``rounds`` TPC-C runs back to back on a loaded database, then the
     consistency checks (once, after the last: a fault must not cost data).
@@ -286,9 +287,9 @@ class TpccEngine:
 
     def __init__(self, ctx: Any) -> None:
         self.ctx = ctx
-        self._loaded: dict[tuple[str, int], Connection] = {}
+        self._loaded: dict[tuple[str, int], SqlTarget] = {}
 
-    def dataset(self, warehouses: int, path: str) -> Connection:
+    def dataset(self, warehouses: int, path: str) -> SqlTarget:
         """A connection to a database holding exactly ``warehouses``; loads
         (in parallel) only when it does not."""
         ctx = self.ctx
@@ -298,8 +299,7 @@ class TpccEngine:
             # one dataset per database: loading another warehouse count replaces it
             for other in [k for k in self._loaded if k[0] == target.address]:
                 del self._loaded[other]
-            conn = Connection(target.host, target.port, target.credentials.user, target.credentials.password,
-                              self.DATABASE, client_cpus=ctx.cluster.client_cpus())
+            conn = dataclasses.replace(target, database=self.DATABASE)
             opts = TpccOptions(warehouses=warehouses, threads=min(8, 2 * warehouses + 2))
             ctx.progress(f"tpcc: checking/loading {warehouses} warehouse(s) into {conn.label}")
             res = ensure_loaded(conn, opts)

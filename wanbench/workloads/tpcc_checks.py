@@ -13,10 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from wanbench.workloads import sqlconn
-
 if TYPE_CHECKING:
-    from wanbench.workloads.sqlconn import Connection
+    from wanbench.sql import SqlTarget
 
 MAX_ROWS = 20  # offending rows kept per check
 
@@ -149,7 +147,7 @@ CHECKS: tuple[Check, ...] = (
 )
 
 
-def run_checks(conn: Connection, names: Sequence[str] | None = None) -> list[CheckResult]:
+def run_checks(conn: SqlTarget, names: Sequence[str] | None = None) -> list[CheckResult]:
     """Run the checks (all, or those named) in one consistent snapshot."""
     import mysql.connector
 
@@ -157,7 +155,7 @@ def run_checks(conn: Connection, names: Sequence[str] | None = None) -> list[Che
     unknown = set(names or ()) - {c.name for c in CHECKS}
     if unknown:
         raise ValueError(f"unknown TPC-C check(s): {', '.join(sorted(unknown))}")
-    cnx = sqlconn.connect(conn, who="tpcc checks")
+    cnx = conn.connect(who="tpcc checks")
     results = []
     try:
         cur = cnx.cursor()

@@ -13,6 +13,7 @@ the per-operation numbers in ``ycsb_stats``, the correctness checks in
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import time
@@ -25,10 +26,10 @@ from wanbench.errors import ConfigError, InfrastructureError
 from wanbench.interleave import Interleaved, Switch, interleave_rounds
 from wanbench.redact import redactor
 from wanbench.results import Round, WorkloadResult
+from wanbench.sql import SqlTarget
 from wanbench.units import parse_list
 from wanbench.workloads import sysproc
 from wanbench.workloads.clientcpu import ClientLoad, assess, usable_cores
-from wanbench.workloads.sqlconn import Connection
 from wanbench.workloads.ycsb_checks import (
     DATABASE,
     TABLE,
@@ -148,15 +149,15 @@ class YcsbOptions:
 
 
 
-def table_state(conn: Connection, opts: YcsbOptions) -> str:
+def table_state(conn: SqlTarget, opts: YcsbOptions) -> str:
     """'' when usertable holds exactly the records of ``opts`` in their
     shape, else why not."""
-    if not re.fullmatch(r"[A-Za-z0-9_]+", conn.db):
-        raise ConfigError(f"ycsb: database name {conn.db!r} must be letters, digits and _")
-    sql(conn, [f"CREATE DATABASE IF NOT EXISTS `{conn.db}`"], with_db=False)
+    if not re.fullmatch(r"[A-Za-z0-9_]+", conn.database):
+        raise ConfigError(f"ycsb: database name {conn.database!r} must be letters, digits and _")
+    sql(conn, [f"CREATE DATABASE IF NOT EXISTS `{conn.database}`"], with_db=False)
     cols = sql(conn, [("SELECT column_name, character_maximum_length FROM information_schema.columns "
                        "WHERE table_schema = %s AND table_name = %s ORDER BY ordinal_position",
-                       (conn.db, TABLE))])[0]
+                       (conn.database, TABLE))])[0]
     if not cols:
         return "no usertable"
     want = [("YCSB_KEY", 64)] + [(f, opts.field_length) for f in field_names(opts.fields)]
@@ -196,9 +197,9 @@ class LoadResult:
                 "records_per_s": self.records_per_s, "client_cpu_s": round(self.client_cpu_s, 3)}
 
 
-def _argv(conn: Connection, opts: YcsbOptions, command: str, *, threads: int) -> list[str]:
+def _argv(conn: SqlTarget, opts: YcsbOptions, command: str, *, threads: int) -> list[str]:
     argv = [opts.sysbench, str(SCRIPT), f"--mysql-host={conn.host}", f"--mysql-port={conn.port}",
-            f"--mysql-db={conn.db}", f"--threads={threads}", f"--records={opts.records}",
+            f"--mysql-db={conn.database}", f"--threads={threads}", f"--records={opts.records}",
             f"--fields={opts.fields}", f"--field-length={opts.field_length}", f"--load-batch={opts.load_batch}"]
     if command == "run":
         core = opts.core
@@ -215,14 +216,14 @@ def _argv(conn: Connection, opts: YcsbOptions, command: str, *, threads: int) ->
     return argv
 
 
-def _secrets(conn: Connection) -> list[str]:
+def _secrets(conn: SqlTarget) -> list[str]:
     return [f"mysql-user={conn.user}", f"mysql-password={conn.password}"]
 
 
-def load(conn: Connection, opts: YcsbOptions, *, threads: int = 4, timeout: float = 1800.0) -> LoadResult:
+def load(conn: SqlTarget, opts: YcsbOptions, *, threads: int = 4, timeout: float = 1800.0) -> LoadResult:
     """Drop and re-create usertable, then load it with sysbench (timed)."""
     cols = ", ".join(f"{f} VARCHAR({opts.field_length}) NOT NULL" for f in field_names(opts.fields))
-    sql(conn, [f"CREATE DATABASE IF NOT EXISTS `{conn.db}`"], with_db=False)
+    sql(conn, [f"CREATE DATABASE IF NOT EXISTS `{conn.database}`"], with_db=False)
     sql(conn, [f"DROP TABLE IF EXISTS {TABLE}",
                f"CREATE TABLE {TABLE} (YCSB_KEY VARCHAR(64) NOT NULL PRIMARY KEY, {cols})"])
     threads = max(1, min(threads, opts.records))
@@ -240,7 +241,7 @@ def load(conn: Connection, opts: YcsbOptions, *, threads: int = 4, timeout: floa
     return LoadResult(opts.records, threads, seconds, res.cpu_s)
 
 
-def ensure_loaded(conn: Connection, opts: YcsbOptions, *, threads: int = 4) -> LoadResult | None:
+def ensure_loaded(conn: SqlTarget, opts: YcsbOptions, *, threads: int = 4) -> LoadResult | None:
     """Load unless the same records are already there; None when reused."""
     if not table_state(conn, opts):
         return None
@@ -268,7 +269,7 @@ class _RoundRun:
     stats: RunStats
 
 
-def run_round(conn: Connection, opts: YcsbOptions, *, window: sysproc.WindowHooks | None = None) -> _RoundRun:
+def run_round(conn: SqlTarget, opts: YcsbOptions, *, window: sysproc.WindowHooks | None = None) -> _RoundRun:
     """One sysbench run of the workload; no checks, inserts left in place.
     ``window`` (server-side evidence) is told when its threads start and end."""
     timeout = (opts.duration if not opts.operations else 3600.0) + opts.grace
@@ -281,7 +282,7 @@ def run_round(conn: Connection, opts: YcsbOptions, *, window: sysproc.WindowHook
     return _RoundRun(res, parse_output(res.text, res.files))
 
 
-def run(conn: Connection, opts: YcsbOptions, *, rounds: int = 1, checks: bool = True,
+def run(conn: SqlTarget, opts: YcsbOptions, *, rounds: int = 1, checks: bool = True,
         load_result: LoadResult | None = None, window: sysproc.WindowHooks | None = None,
         switch: Switch | None = None) -> WorkloadResult:
     """``rounds`` runs; after each, the correctness checks (a fault must not
@@ -377,10 +378,8 @@ def options_from(option: Any, *, workload: str, threads: int) -> YcsbOptions:
                        max_scan_length=int(option("ycsb_max_scan_length")))
 
 
-def connection_for(cluster: Any, path: str) -> Connection:
-    target = cluster.sql_targets(path)[0]
-    return Connection(target.host, target.port, target.credentials.user, target.credentials.password, DATABASE,
-                      client_cpus=cluster.client_cpus())
+def connection_for(cluster: Any, path: str) -> SqlTarget:
+    return dataclasses.replace(cluster.sql_targets(path)[0], database=DATABASE)
 
 
 class YcsbEngine:
@@ -391,7 +390,7 @@ class YcsbEngine:
         self.ctx = ctx
         self.loads: dict[str, LoadResult | None] = {}
 
-    def dataset(self, path: str, opts: YcsbOptions) -> tuple[Connection, LoadResult | None]:
+    def dataset(self, path: str, opts: YcsbOptions) -> tuple[SqlTarget, LoadResult | None]:
         """Loaded once per path (reused when the same records are there)."""
         conn = connection_for(self.ctx.cluster, path)
         if path not in self.loads:

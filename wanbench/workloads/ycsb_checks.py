@@ -13,7 +13,7 @@ from typing import Any
 
 from wanbench.errors import InfrastructureError
 from wanbench.results import WorkloadResult
-from wanbench.workloads.sqlconn import Connection, connect
+from wanbench.sql import SqlTarget
 from wanbench.workloads.ycsb_keys import key_name
 from wanbench.workloads.ycsb_stats import RunStats
 
@@ -21,12 +21,12 @@ DATABASE = "wanbench_ycsb"
 TABLE = "usertable"
 
 
-def sql(conn: Connection, statements: Sequence[str | tuple[str, Sequence[Any]]], *,
+def sql(conn: SqlTarget, statements: Sequence[str | tuple[str, Sequence[Any]]], *,
         with_db: bool = True) -> list[list[tuple[Any, ...]]]:
     """Run statements on one connection; the rows of each."""
     import mysql.connector
 
-    cnx = connect(conn, with_db=with_db, who="ycsb")
+    cnx = conn.connect(with_db=with_db, who="ycsb")
     out: list[list[tuple[Any, ...]]] = []
     try:
         cur = cnx.cursor()
@@ -62,7 +62,7 @@ def _in_batches(keys: Sequence[str], size: int = 1000) -> Iterable[Sequence[str]
         yield keys[i:i + size]
 
 
-def run_checks(conn: Connection, stats: RunStats, *, records: int, fields: int, field_length: int) -> list[Check]:
+def run_checks(conn: SqlTarget, stats: RunStats, *, records: int, fields: int, field_length: int) -> list[Check]:
     """After a run: record count = loaded + acknowledged inserts (plus at most
     the inserts whose connection died, outcome unknown); every field of every
     record (so every updated one) has the workload's field length; every
@@ -100,7 +100,7 @@ def failed_checks(result: WorkloadResult) -> list[Mapping[str, Any]]:
     return [c for c in result.extra.get("checks", []) if not c.get("passed")]
 
 
-def remove_inserts(conn: Connection, stats: RunStats) -> None:
+def remove_inserts(conn: SqlTarget, stats: RunStats) -> None:
     """Put usertable back to the loaded records, so every run (and every
     cell) starts from the same data, as a fresh YCSB load would."""
     keys = [key_name(k) for k in stats.acked_inserts + stats.unsure_inserts]

@@ -72,7 +72,8 @@ class LabCluster:
     # -- connections ---------------------------------------------------------------
     def sql_targets(self, path: str) -> list[SqlTarget]:
         host, port = self.lab.endpoint(path)
-        return [SqlTarget(host, port, self.lab.credentials)]
+        cred = self.lab.credentials
+        return [SqlTarget(host, port, cred.user, cred.password, client_cpus=self.client_cpus())]
 
     def workload_args(self, path: str) -> list[str]:
         return []

@@ -20,8 +20,8 @@ from wanbench.executors.base import Executor
 from wanbench.faults.base import Evidence, Fault, FaultKind
 from wanbench.faults.deadman import DEFAULT_LEASE_S, RunInfo
 from wanbench.faults.lease import LeaseKeeper
-from wanbench.profiles.base import Credentials, DryRun, SqlTarget, client_facts
-from wanbench.profiles.tidb.facts import SQLTarget, collect_facts
+from wanbench.profiles.base import DryRun, SqlTarget, client_facts
+from wanbench.profiles.tidb.facts import collect_facts
 from wanbench.profiles.tidb.model import cluster_settings
 from wanbench.profiles.tidb.pd import LeaderDiscovery, PDClient, PendingPeerSampler, discover_leader
 from wanbench.profiles.tidb.plan import FaultPlan, plan_fault, render_dry_run
@@ -116,8 +116,9 @@ class TidbCluster:
         """Every endpoint of ``path`` (round robin is the workload's job); none under dry run."""
         if self.dry_run:
             raise DryRun("no workload runs under --dry-run")
-        creds = Credentials(self.settings.sql_user, self.settings.password())
-        return [SqlTarget(h, p, creds, self.settings.database) for h, p in sql_endpoints(self.topology, path)]
+        user, password = self.settings.sql_user, self.settings.password()
+        return [SqlTarget(h, p, user, password, self.settings.database, self.settings.connect_timeout)
+                for h, p in sql_endpoints(self.topology, path)]
 
     # -- faults -----------------------------------------------------------------------------------------
     def _live_topology(self) -> tuple[Topology, LeaderDiscovery | None]:
@@ -310,8 +311,8 @@ class TidbCluster:
         _, found = self._live_topology()
         ctx["pd_leader"] = found.to_json() if found else None
         h, p = sql_endpoints(self.topology, "direct")[0]
-        facts = collect_facts(SQLTarget(h, p, self.settings.sql_user, self.settings.password(),
-                                        self.settings.connect_timeout))
+        facts = collect_facts(SqlTarget(h, p, self.settings.sql_user, self.settings.password(),
+                                        connect_timeout=self.settings.connect_timeout))
         fp = facts.fingerprint(self.topology)
         ctx["versions"] = fp["versions"]
         ctx["fingerprint"] = fp

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from wanbench.errors import ConfigError, InfrastructureError
 from wanbench.redact import hide
-from wanbench.sql import connect as sql_connect
+from wanbench.sql import SqlTarget
 from wanbench.topology import Topology
 
 CLUSTER_INFO_SQL = (
@@ -104,24 +104,12 @@ def fingerprint(facts: TiDBFacts, topology: Topology | None = None) -> dict[str,
     return out
 
 
-@dataclass(frozen=True)
-class SQLTarget:
-    """Where and as whom to ask; ``password`` is held only in memory and never printed."""
-
-    host: str
-    port: int
-    user: str
-    password: str = field(default="", repr=False)
-    connect_timeout: float = 10.0
-
-
-def collect_facts(target: SQLTarget) -> TiDBFacts:
+def collect_facts(target: SqlTarget) -> TiDBFacts:
     """Ask one TiDB (or a TiProxy in front of one) for its versions."""
     import mysql.connector  # imported only when a real cluster is asked
 
     where = f"{target.user}@{target.host}:{target.port}"
-    conn = sql_connect(host=target.host, port=target.port, user=target.user, password=target.password,
-                       timeout=target.connect_timeout, use_pure=True, autocommit=False, who="reading cluster facts")
+    conn = target.connect(with_db=False, use_pure=True, autocommit=False, who="reading cluster facts")
     try:
         cur: Any = conn.cursor()
         server_version = str(getattr(conn, "server_info", "") or getattr(conn, "get_server_info", lambda: "")())
