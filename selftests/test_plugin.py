@@ -271,3 +271,14 @@ def test_a_run_whose_cells_all_broke_still_ends_with_its_summary(cells: pytest.P
     res.stdout.fnmatch_lines(["*RuntimeError: no cluster*", "*1 passed, 2 errors*"], consecutive=False)
     # raised, it reads "pytest_benchmark.logger.PytestBenchmarkWarning: ..." at the end of a traceback
     assert "pytest_benchmark.logger.PytestBenchmarkWarning" not in res.stderr.str()
+
+
+def test_only_values_pytest_could_take_for_a_test_path_are_joined(tmp_path: Path) -> None:
+    from wanbench.pytest_plugin import joined_values
+
+    there = tmp_path / "display.txt"
+    there.write_text("x")
+    given = ["-k", "rtt", "--cluster", str(there), "--cluster", str(tmp_path / "missing.txt"), "--rounds", "2",
+             str(tmp_path)]
+    assert joined_values(given, {"--cluster", "--rounds"}) == [
+        "-k", "rtt", f"--cluster={there}", "--cluster", str(tmp_path / "missing.txt"), "--rounds", "2", str(tmp_path)]

@@ -16,7 +16,8 @@ and warns about one imported earlier). Markers are registered here too, so
 
 from __future__ import annotations
 
-import copy
+import os
+import sys
 import warnings
 from typing import Any
 
@@ -90,39 +91,53 @@ def pytest_sessionfinish(session: pytest.Session) -> Any:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
-    retake_rootdir(early_config, parser, args)
+    restart_with_joined_values(early_config)
 
 
-def retake_rootdir(config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
-    """Choose the rootdir and ini file again, now that our options are known.
+#: set in the environment of a restarted pytest, so it restarts at most once
+RESTARTED = "WANBENCH_RESTARTED_WITH_JOINED_VALUES"
 
-    pytest picks the rootdir and reads ``pytest.ini`` before it loads any
-    plugin, so in ``pytest --cluster /elsewhere/display.txt`` it takes the
-    option's value for a test path: the rootdir becomes ``/elsewhere``, the
-    project's ``pytest.ini`` (``testpaths``, ``addopts``, ...) is never read
-    and ``selftests/`` is collected with the suite. No hook runs earlier than
-    this one, so here the choice is made again with the options parsed
-    properly, and, if it differs, what pytest does with an ini file is done
-    now: its ``addopts`` go in front of the arguments, its ``pythonpath``
-    onto ``sys.path``, ``--confcutdir`` defaults to its directory. This uses
-    pytest internals (pinned pytest); selftests/test_plugin.py guards it.
-    """
-    from _pytest.config.findpaths import determine_setup
 
-    ns = parser.parse_known_args(args, namespace=copy.copy(config.option))
-    rootpath, inipath, inicfg, _ignored = determine_setup(
-        inifile=ns.inifilename, override_ini=ns.override_ini, args=ns.file_or_dir,
-        rootdir_cmd_arg=ns.rootdir or None, invocation_dir=config.invocation_params.dir,
-    )
-    if (rootpath, inipath) == (config.rootpath, config.inipath) or config.inipath is not None:
-        return  # the same choice, or pytest found an ini file itself: keep it
-    cfg: Any = config  # private attributes, set exactly where Config.parse sets them
-    cfg._rootpath, cfg._inipath, cfg._inicfg = rootpath, inipath, inicfg
-    cfg._inicache.clear()
-    parser.extra_info["rootdir"] = str(rootpath)
-    parser.extra_info["inifile"] = str(inipath)
-    args[:] = cfg._validate_args(config.getini("addopts"), "via addopts config") + args
-    config.known_args_namespace = parser.parse_known_args(args, namespace=copy.copy(config.option))
-    if config.known_args_namespace.confcutdir is None:  # as Config.parse: unless given
-        config.known_args_namespace.confcutdir = str(inipath.parent if inipath else rootpath)
-    cfg._configure_python_path()
+def joined_values(args: list[str], value_options: set[str]) -> list[str]:
+    """``args`` with every ``--opt VALUE`` of ours whose value is a path that
+    exists written as ``--opt=VALUE``: the form pytest cannot take for a test
+    path."""
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg in value_options and i + 1 < len(args) and os.path.exists(args[i + 1]):
+            out.append(f"{arg}={args[i + 1]}")
+            i += 2
+            continue
+        out.append(arg)
+        i += 1
+    return out
+
+
+def restart_with_joined_values(config: pytest.Config) -> None:
+    """pytest picks the rootdir and reads ``pytest.ini`` before it knows any
+    plugin's options, so in ``pytest --cluster /elsewhere/display.txt`` it
+    takes the option's value for a test path: the rootdir becomes
+    ``/elsewhere``, the project's ``pytest.ini`` (``testpaths``, ``addopts``)
+    is never read and ``selftests/`` is collected with the suite. When that
+    happened (pytest found no ini file, and a value of ours is an existing
+    path), the same command is started again in this process's place
+    (``exec``: same PID, same terminal, nothing has run yet) with
+    ``--cluster=/elsewhere/display.txt``, which pytest reads as an option
+    from the start. Only the command line's own process is replaced, never
+    a program that called ``pytest.main()``."""
+    from wanbench.pytest_plugin.options import VALUE_OPTIONS
+
+    given = list(config.invocation_params.args)
+    if config.inipath is not None or os.environ.get(RESTARTED) or sys.argv[1:] != given:
+        return
+    joined = joined_values(given, VALUE_OPTIONS)
+    if joined == given:
+        return
+    capture = config.pluginmanager.getplugin("capturemanager")
+    if capture is not None:  # pytest already captures fds 1 and 2: give the new process the real ones
+        capture.suspend_global_capture(in_=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, "-m", "pytest", *joined], {**os.environ, RESTARTED: "1"})
