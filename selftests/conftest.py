@@ -3,14 +3,24 @@ and the rule that splits the self-tests over xdist workers.
 
 Loaded only for selftests/; the performance suite never sees these.
 
-``scripts/selftest`` runs with ``-n 2``. Every test that uses
-the machine as a whole (a lab's servers, network namespaces, qdiscs and nft
-tables, processes found by scanning ``/proc``, timing that a second busy
-worker would distort) is put in ONE scheduling scope, ``machine`` (``MachineGroupScheduling``), so those tests
-run one after another on one worker, as they did serially; the unit and
-pytester tests share the other worker. The rule is by marker (``lab``,
-``netns``) plus the modules listed in ``MACHINE_MODULES``, so a new test with
-the ``lab`` marker lands in the group without anyone remembering.
+``scripts/selftest`` runs with ``-n 2`` and three kinds of tests:
+
+* ``machine``: every test that uses the machine as a whole (a lab's servers,
+  qdiscs and nft tables on ``lo``, the sweep of dead runs' faults a lab
+  session does at start, processes found by scanning ``/proc``, timing that a
+  second lab would distort): by marker (``lab``) plus the modules listed in
+  ``MACHINE_MODULES``. ONE scheduling scope, so they run one after another on
+  one worker, as they did serially.
+* ``netns``: the tests of network-namespace hosts that start no lab
+  (``netns`` marker without ``lab``): their qdiscs, nft tables, sshd and
+  dead-man state live in namespaces of their own, named by the worker's PID.
+  A second scope, which xdist hands to the other worker first (its scopes are
+  dealt largest first), so it runs beside the machine scope.
+* everything else (unit and pytester tests): a scope per test, taken by
+  whichever worker is free.
+
+``MachineGroupScheduling`` does the split; a new test with the ``lab`` or
+``netns`` marker lands in its group without anyone remembering.
 """
 
 from __future__ import annotations
@@ -33,26 +43,34 @@ from wanbench.netns import NetnsNetwork
 #: markers whose tests use the machine as a whole
 MACHINE_MARKERS = ("lab", "netns")
 #: modules whose tests use the machine as a whole without those markers: they
-#: start their own Prometheus on fixed ports, start xdist or pytest runs with
-#: labs of their own, or kill and look for processes machine-wide
+#: start their own Prometheus on fixed ports, or kill and look for processes machine-wide
 MACHINE_MODULES = frozenset({
-    "test_evidence_tidb.py", "test_scaleout.py", "test_scaleout_plugin.py", "test_plugin.py",
-    "test_procs.py", "test_scratch.py", "test_sysproc.py", "test_load_hosts.py",
+    "test_evidence_tidb.py", "test_procs.py", "test_scratch.py", "test_sysproc.py", "test_load_hosts.py",
 })
 #: the tests `scripts/selftest --quick` leaves out (on top of the machine group): seconds each
 SLOW_MARKER = "slow"
 
 
 def is_machine_wide(item: pytest.Item) -> bool:
+    """Lab, netns or a listed module: left out by ``--quick``."""
     return item.path.name in MACHINE_MODULES or any(item.get_closest_marker(m) for m in MACHINE_MARKERS)
+
+
+def scope_of(item: pytest.Item) -> str | None:
+    """``machine``, ``netns`` or None (a scope of its own)."""
+    if item.path.name in MACHINE_MODULES or item.get_closest_marker("lab"):
+        return "machine"
+    if item.get_closest_marker("netns"):
+        return "netns"
+    return None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     workerinput = getattr(config, "workerinput", None)
     if workerinput and workerinput.get(_GROUPS_INPUT):  # tell the controller's scheduler (MachineGroupScheduling)
-        out = Path(workerinput[_GROUPS_INPUT]) / f"machine-{workerinput.get('workerid', 'gw')}.json"
+        out = Path(workerinput[_GROUPS_INPUT]) / f"scopes-{workerinput.get('workerid', 'gw')}.json"
         tmp = out.with_suffix(".tmp")
-        tmp.write_text(json.dumps([i.nodeid for i in items if is_machine_wide(i)]))
+        tmp.write_text(json.dumps({i.nodeid: scope for i in items if (scope := scope_of(i))}))
         tmp.replace(out)
     if os.environ.get("WANBENCH_SELFTEST_QUICK") == "1":  # scripts/selftest --quick
         keep = [i for i in items if not is_machine_wide(i) and not i.get_closest_marker(SLOW_MARKER)]
@@ -66,24 +84,25 @@ _GROUPS_INPUT = "wanbench_selftest_groups"
 
 
 class MachineGroupScheduling(LoadScopeScheduling):
-    """xdist's scope scheduling with every machine-wide test in one scope,
-    ``machine``, and every other test a scope of its own. (pytest-xdist's
-    ``--dist loadgroup`` renames node ids through ``Item._nodeid``, which
-    pytest 9 no longer has, so its groups are silently ignored.) The workers
-    write which tests are machine-wide as they collect; the scopes are read
-    once collection is complete."""
+    """xdist's scope scheduling with the ``machine`` and ``netns`` scopes and
+    every other test a scope of its own. (pytest-xdist's ``--dist loadgroup``
+    renames node ids through ``Item._nodeid``, which pytest 9 no longer has,
+    so its groups are silently ignored.) The workers write each test's scope
+    as they collect; the scopes are read once collection is complete. xdist
+    deals the largest scopes first, one to each worker: ``machine`` to one,
+    ``netns`` to the other."""
 
     def __init__(self, config: pytest.Config, log: Any, groups_dir: str) -> None:
         super().__init__(config, log)
         self.groups_dir = groups_dir
-        self._machine: set[str] | None = None
+        self._scopes: dict[str, str] | None = None
 
     def _split_scope(self, nodeid: str) -> str:
-        if self._machine is None:
-            self._machine = set()
-            for path in Path(self.groups_dir).glob("machine-*.json"):
-                self._machine.update(json.loads(path.read_text()))
-        return "machine" if nodeid in self._machine else nodeid
+        if self._scopes is None:
+            self._scopes = {}
+            for path in Path(self.groups_dir).glob("scopes-*.json"):
+                self._scopes.update(json.loads(path.read_text()))
+        return self._scopes.get(nodeid, nodeid)
 
 
 _GROUPS_DIR = pytest.StashKey[str]()

@@ -45,6 +45,9 @@ from wanbench.topology import Link, Scenario
 #: link crossed, not a share of the level.
 DELAY_TOLERANCE_MS = 1.0
 DELAY_TOLERANCE_PER_LINK_MS = 1.5
+#: more measurements when a delay measured too long (seen: +3 ms over 37 ms on one link while a second
+#: lab ran a benchmark on the same 2 cores): the fastest of more samples, never a wider tolerance
+VERIFY_RETRIES = 2
 
 
 def delay_tolerance_ms(links_crossed: int) -> float:
@@ -155,19 +158,17 @@ class LabCluster:
             cred = self.lab.credentials
             return verify_lab_fault(self.mechanism(fault.level.kind), cred.user, cred.password, fault, evidence)
         before = evidence.measured.get("before_ms", {})
-        after = self.measure_links(fault)
         faulted = self.faulted_links(fault)
-        checks = {}
-        ok = True
-        for ln in faulted:
-            added = after[ln.name] - before[ln.name]
-            want = expected_added_ms(self.path_of(ln), faulted, fault.level.value)
-            crossed = len({x.name for x in self.path_of(ln)} & {x.name for x in faulted})
-            tol = delay_tolerance_ms(crossed) + fault.level.jitter
-            good = abs(added - want) <= tol
-            ok &= good
-            checks[ln.name] = {"before_ms": round(before[ln.name], 3), "after_ms": round(after[ln.name], 3),
-                               "added_ms": round(added, 3), "expected_ms": want, "tolerance_ms": tol, "ok": good}
+        after = self.measure_links(fault)
+        for _ in range(VERIFY_RETRIES):
+            checks = self._delay_checks(fault, faulted, before, after)
+            # a busy machine only ever adds time: too much is measured again, too little is final
+            if all(c["ok"] or c["added_ms"] < c["expected_ms"] for c in checks.values()):
+                break
+            again = self.measure_links(fault, samples=15)
+            after = {name: min(ms, again[name]) for name, ms in after.items()}
+        checks = self._delay_checks(fault, faulted, before, after)
+        ok = all(c["ok"] for c in checks.values())
         ev = replace(evidence, measured={"links": checks}, verified=ok)
         if not ok:
             raise FaultVerificationError("lab", f"added RTT not as asked for {fault.label}: {json.dumps(checks)}")
@@ -185,6 +186,19 @@ class LabCluster:
         if link.dst == "proxy":
             return [link, *[ln for ln in self.topology.links if ln.src == "proxy"]]
         return [link]
+
+    def _delay_checks(self, fault: Fault, faulted: list[Link], before: dict[str, float],
+                      after: dict[str, float]) -> dict[str, dict[str, Any]]:
+        checks = {}
+        for ln in faulted:
+            added = after[ln.name] - before[ln.name]
+            want = expected_added_ms(self.path_of(ln), faulted, fault.level.value)
+            crossed = len({x.name for x in self.path_of(ln)} & {x.name for x in faulted})
+            tol = delay_tolerance_ms(crossed) + fault.level.jitter
+            checks[ln.name] = {"before_ms": round(before[ln.name], 3), "after_ms": round(after[ln.name], 3),
+                               "added_ms": round(added, 3), "expected_ms": want, "tolerance_ms": tol,
+                               "ok": abs(added - want) <= tol}
+        return checks
 
     def measure_links(self, fault: Fault, samples: int = 7) -> dict[str, float]:
         """Fastest ``SELECT 1`` round trip through each faulted link, in ms.
