@@ -66,10 +66,11 @@ class ProbeEngine:
         extra = int(ctx.option("probe_extra_round_trips") or 0)
         pad = int(ctx.option("probe_extra_bytes") or 0)
 
-        def on_round(i: int, rnd: Round) -> None:
-            ctx.progress(f"  round {i}/{rounds}: {rnd.queries} queries in {rnd.seconds:.2f}s = "
+        def on_round(i: int, rnd: Round, *, total: int = rounds, side: str = "") -> None:
+            tail = f" ({side})" if side else ""
+            ctx.progress(f"  round {i}/{total}{tail}: {rnd.queries} queries in {rnd.seconds:.2f}s = "
                          f"{rnd.qps:.0f} QPS, p95 {rnd.latency_ms.p95:.2f} ms")
-            with ctx.step(f"round {i}: {rnd.qps:.0f} QPS, p95 {rnd.latency_ms.p95:.2f} ms"):
+            with ctx.step(f"round {i}{tail}: {rnd.qps:.0f} QPS, p95 {rnd.latency_ms.p95:.2f} ms"):
                 pass
 
         if self._hosts is not None:
@@ -105,12 +106,7 @@ class ProbeEngine:
                 runner.window_hooks = window if faulted else None
                 part = runner.probe(variant, concurrency=concurrency, queries=queries, rounds=1, timeout=timeout,
                                     max_seconds=cap, extra_round_trips=extra, extra_bytes=pad)
-                rnd = part.rounds[0]
-                side = "fault" if faulted else "level 0"
-                ctx.progress(f"  round {i}/{total} ({side}): {rnd.queries} queries in {rnd.seconds:.2f}s = "
-                             f"{rnd.qps:.0f} QPS, p95 {rnd.latency_ms.p95:.2f} ms")
-                with ctx.step(f"round {i} ({side}): {rnd.qps:.0f} QPS, p95 {rnd.latency_ms.p95:.2f} ms"):
-                    pass
+                on_round(i, part.rounds[0], total=total, side="fault" if faulted else "level 0")
                 return part
 
             try:
