@@ -7,12 +7,13 @@ the efficiency that keying and think time allow.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from wanbench.errors import ConfigError, InfrastructureError
 from wanbench.results import Latency
@@ -114,15 +115,46 @@ class Bucketed:
 
 
 @dataclass
-class TypeStats:
+class Outcomes:
+    """One kind of operation's successes and failures (latencies by bucket)
+    and its errors by code: what TPC-C's transactions and YCSB's operations
+    both count."""
+
     ok: Bucketed = field(default_factory=Bucketed)
     err: Bucketed = field(default_factory=Bucketed)
-    rollbacks: int = 0
     codes: dict[str, int] = field(default_factory=dict)
 
     @property
     def attempts(self) -> int:
         return self.ok.count + self.err.count
+
+    def absorb(self, other: Outcomes) -> None:
+        """``other``'s counts added to these (rounds one after another),
+        with a subclass's own whole-number counters."""
+        self.ok.absorb(other.ok)
+        self.err.absorb(other.err)
+        add_counts(self.codes, other.codes)
+        for f in dataclasses.fields(self):
+            if f.type in ("int", int):
+                setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name, 0))
+
+
+OutcomesT = TypeVar("OutcomesT", bound=Outcomes)
+
+
+def merge_outcomes(names: Sequence[str], parts: Iterable[Mapping[str, OutcomesT]],
+                   make: Callable[[], OutcomesT]) -> dict[str, OutcomesT]:
+    """Each name's outcomes over ``parts``, added up (every name in ``names`` present)."""
+    out = {name: make() for name in names}
+    for part in parts:
+        for name, o in part.items():
+            out.setdefault(name, make()).absorb(o)
+    return out
+
+
+@dataclass
+class TypeStats(Outcomes):
+    rollbacks: int = 0
 
 
 @dataclass
@@ -285,14 +317,7 @@ def add_counts(into: dict[str, int], more: Mapping[str, int]) -> None:
 
 def merge_stats(parts: Sequence[RunStats]) -> RunStats:
     """Rounds one after another: counts and histograms add, and so do seconds."""
-    types = {t: TypeStats() for t in TYPES}
-    for p in parts:
-        for name, ts in p.types.items():
-            into = types.setdefault(name, TypeStats())
-            into.ok.absorb(ts.ok)
-            into.err.absorb(ts.err)
-            into.rollbacks += ts.rollbacks
-            add_counts(into.codes, ts.codes)
+    types = merge_outcomes(TYPES, (p.types for p in parts), TypeStats)
     return RunStats(seconds=sum(p.seconds for p in parts), threads=max((p.threads for p in parts), default=0),
                     types=types, waits=sum(p.waits for p in parts),
                     wait_requested_s=sum(p.wait_requested_s for p in parts),

@@ -11,17 +11,14 @@ from typing import Any
 
 from wanbench.errors import InfrastructureError
 from wanbench.results import YCSB_OPS
-from wanbench.workloads.tpcc_model import Bucketed, add_counts
+from wanbench.workloads.tpcc_model import Bucketed, Outcomes, merge_outcomes
 
 OPS = YCSB_OPS
 STATS_PREFIX = "YCSB_STATS "
 
 
 @dataclass
-class OpStats:
-    ok: Bucketed = field(default_factory=Bucketed)
-    err: Bucketed = field(default_factory=Bucketed)
-    codes: dict[str, int] = field(default_factory=dict)
+class OpStats(Outcomes):
     not_found: int = 0
 
 
@@ -124,14 +121,7 @@ def summary_rows(stats: RunStats) -> list[OpRow]:
 
 
 def merge_stats(parts: Sequence[RunStats]) -> RunStats:
-    ops = {op: OpStats() for op in OPS}
-    for p in parts:
-        for name, st in p.ops.items():
-            into = ops.setdefault(name, OpStats())
-            into.ok.absorb(st.ok)
-            into.err.absorb(st.err)
-            into.not_found += st.not_found
-            add_counts(into.codes, st.codes)
+    ops = merge_outcomes(OPS, (p.ops for p in parts), OpStats)
     keys: dict[int, int] = {}
     for p in parts:
         for k, n in p.key_counts.items():
