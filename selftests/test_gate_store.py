@@ -138,3 +138,24 @@ def test_context_without_fingerprint_fields_is_refused() -> None:
 def test_nothing_to_save_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="nothing to save"):
         BaselineStore(tmp_path).save(fp(), [cell("replica_read", [])])
+
+
+def test_the_runs_of_one_baseline_chain_are_not_each_others_baseline(tmp_path: Path) -> None:
+    """--baseline-runs N records N runs of the same code: each is judged
+    against what was accepted before the chain, never against the chain's
+    own earlier runs."""
+    store = BaselineStore(tmp_path)
+    store.save(fp(), [cell("replica_read", [100.0, 101.0])], accepted_at="2026-11-20T10:00:00+00:00")
+    for i in range(3):
+        store.save(fp(), [cell("replica_read", [90.0 + i, 91.0])], chain="c1")
+    assert len(store.lookup(fp()).file.runs) == 4  # type: ignore[union-attr]
+    inside = store.lookup(fp(), chain="c1").file
+    assert inside is not None and len(inside.runs) == 1
+    assert inside.runs[0]["accepted_at"].startswith("2026-11-20")
+    assert len(store.lookup(fp(), chain="c2").file.runs) == 4  # type: ignore[union-attr]
+    fresh = BaselineStore(tmp_path / "fresh")
+    fresh.save(fp(), [cell("replica_read", [100.0, 101.0])], chain="c3")
+    first = fresh.lookup(fp(), chain="c3")
+    assert first.file is None and "before this --baseline-runs chain" in first.note
+    stored = json.loads(next((tmp_path / "fresh").glob("*.json")).read_text())
+    assert stored["runs"][0]["chain"] == "c3"

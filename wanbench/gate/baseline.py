@@ -370,12 +370,21 @@ class BaselineStore:
         found = sorted(self.directory.glob("*.json"), key=lambda p: p.stat().st_mtime)
         return [p for p in found if profile is None or p.name.startswith(f"{profile}-")]
 
-    def lookup(self, fp: Fingerprint, *, release: str = "") -> Lookup:
+    def lookup(self, fp: Fingerprint, *, release: str = "", chain: str = "") -> Lookup:
         """The baseline file for ``fp``; a store file for another environment
-        of the same profile makes the run incomparable, never compared."""
+        of the same profile makes the run incomparable, never compared.
+        ``chain``: the runs a ``--baseline-runs`` chain is recording are left
+        out, so the runs of one chain (the same code, by the user's word) are
+        each judged against what was accepted before it, never against each
+        other."""
         path = self.directory / fp.filename
         if path.exists():
             bf = read_store_file(path)
+            if chain:
+                bf.runs = [r for r in bf.runs if r.get("chain") != chain]
+                if not bf.runs:
+                    return Lookup(None, note=f"no baseline in {self.directory} from before this --baseline-runs "
+                                             "chain")
             if bf.fingerprint.env() != fp.env():  # hash collision or edited file
                 return Lookup(None, tuple(diff_fields(bf.fingerprint.env(), fp.env())))
             changed = diff_fields(dict(bf.versions()), dict(fp.versions), prefix="versions.")
@@ -405,6 +414,7 @@ class BaselineStore:
         release: str = "",
         accepted_at: str | None = None,
         run_id: str = "",
+        chain: str = "",
     ) -> Path:
         """Record ``cells`` as one accepted run; keep the last N runs per cell.
         Each cell keeps its rounds, the run's summary (median per metric) and,
@@ -419,6 +429,8 @@ class BaselineStore:
             "versions": _plain(fp.versions),
             "cells": run_entry_cells([c if isinstance(c, RunCell) else RunCell.of(c) for c in cells]),
         }
+        if chain:
+            entry["chain"] = chain
         if not entry["cells"]:
             raise ConfigError("nothing to save: no cell of this run has per-round samples")
         bf.runs.append(entry)

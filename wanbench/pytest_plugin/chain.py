@@ -22,7 +22,8 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Sequence
+import uuid
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ import pytest
 
 from wanbench.gate.budgets import CellKey
 from wanbench.procs import load_preexec
-from wanbench.pytest_plugin.gate import CHAIN_KIND, gate_of, read_chain, tally_of
+from wanbench.pytest_plugin.gate import BASELINE_CHAIN_ENV, CHAIN_KIND, gate_of, read_chain, tally_of
 from wanbench.results import write_json_atomic
 
 #: options a chained invocation must not inherit: (name, takes a value)
@@ -104,11 +105,12 @@ def say(text: str) -> None:
     sys.stdout.flush()
 
 
-def run_pytest(argv: Sequence[str], cwd: Path) -> int:
+def run_pytest(argv: Sequence[str], cwd: Path, env: Mapping[str, str] | None = None) -> int:
     """One run of a chain in the foreground, its output on ours. Ctrl-C
     reaches the run too (one process group): it is waited for while it
     removes its faults, and the chain ends."""
     proc = subprocess.Popen([sys.executable, "-m", "pytest", *argv], cwd=cwd,  # noqa: S603
+                            env={**os.environ, **(env or {})},
                             preexec_fn=load_preexec())  # noqa: PLW1509 - a single-threaded driver
     while True:
         try:
@@ -141,12 +143,17 @@ class Driver:
         self.results_json = results_json
 
     def baseline(self, runs: int) -> int:
-        """--baseline-runs N: N accepted runs, each a separate invocation."""
+        """--baseline-runs N: N accepted runs, each a separate invocation.
+        The runs carry the chain's id: each is judged against what was
+        accepted before the chain, not against the chain's earlier runs
+        (the same code: a "regression" between them is the machine's noise,
+        and leaving that run out would bias the baseline)."""
         code = 0
+        chain = {BASELINE_CHAIN_ENV: uuid.uuid4().hex[:12]}
         for i in range(1, runs + 1):
             say(f"recording baseline run {i} of {runs} as a separate invocation")
             got = run_pytest(chained_args(self.args, run=i, results_json=self.results_json, baseline_save=True),
-                             self.cwd)
+                             self.cwd, chain)
             code = worse(code, got)
             if got not in (0, int(pytest.ExitCode.TESTS_FAILED)) and i < runs:
                 say(f"baseline run {i} ended with exit status {got}: no further runs recorded")
