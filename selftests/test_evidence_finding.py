@@ -173,3 +173,47 @@ def test_window_start_reads_only_proc_the_expensive_counters_come_before_the_loa
     assert ev["qps"]["primary"] == 200.0  # server counters from prepare's snapshot
     col.begin()  # no prepare (a caller that does not know it): a full snapshot, as before
     assert probe.calls[-1] == "full"
+
+
+class _ClosingProbe(_CountingProbe):
+    """The servers see the load's connections close a few polls after it ended."""
+
+    def __init__(self, counts: list[dict[str, int]]) -> None:
+        super().__init__()
+        self.counts = counts
+
+    def clients(self) -> dict[str, int]:
+        self.calls.append("clients")
+        return self.counts.pop(0) if len(self.counts) > 1 else self.counts[0]
+
+
+def test_the_window_ends_after_the_servers_saw_the_load_disconnect() -> None:
+    """A thread's teardown (its COM_QUIT, counted by Questions) crosses the
+    faulted link: the end snapshot waits until the servers have seen every
+    connection of the load close, so no run counts it by luck."""
+    from wanbench.evidence.collect import EvidenceCollector
+
+    probe = _ClosingProbe([{"primary": 2, "replica": 1},  # before the load: heartbeat, replication user
+                           {"primary": 102, "replica": 1}, {"primary": 40, "replica": 1},
+                           {"primary": 2, "replica": 1}])
+    col = EvidenceCollector(probe)
+    col.prepare()
+    col.begin()
+    col.end()
+    assert probe.calls == ["full", "clients", "cheap", "clients", "clients", "clients", "full"]
+    assert col.take() is not None
+
+
+def test_connections_that_never_close_cost_the_window_a_note_not_the_measurement(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from wanbench.evidence import collect
+
+    monkeypatch.setattr(collect, "SETTLE_S", 0.1)
+    probe = _ClosingProbe([{"primary": 2}, {"primary": 5}])
+    col = collect.EvidenceCollector(probe)
+    col.prepare()
+    col.begin()
+    col.end()
+    ev = col.take()
+    assert ev is not None and probe.calls[-1] == "full"
+    assert any("still open" in n for n in ev.get("notes", [])), ev.get("notes")

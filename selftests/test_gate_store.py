@@ -159,3 +159,22 @@ def test_the_runs_of_one_baseline_chain_are_not_each_others_baseline(tmp_path: P
     assert first.file is None and "before this --baseline-runs chain" in first.note
     stored = json.loads(next((tmp_path / "fresh").glob("*.json")).read_text())
     assert stored["runs"][0]["chain"] == "c3"
+
+
+def test_statements_counted_before_census_2_are_not_compared(tmp_path: Path) -> None:
+    """Census 1 counted the load's teardown in some runs and not in others:
+    its statements per operation are left out; its bytes still count."""
+    store = BaselineStore(tmp_path)
+    path = store.save(fp(), [cell("replica_read", [100.0, 101.0])])
+    doc = json.loads(path.read_text())
+    run = doc["runs"][0]
+    assert run["census_version"] == 2
+    cid = next(iter(run["cells"]))
+    run["cells"][cid]["census"] = {"work.primary.statements": 1.01, "bytes_per_op.primary": 280.0}
+    new = json.loads(json.dumps(run))
+    del run["census_version"]  # as a run recorded before census 2
+    doc["runs"].append(new)
+    path.write_text(json.dumps(doc))
+    found = read_store_file(path).cell(cell_key(cell("replica_read", [1.0])))
+    assert found is not None
+    assert found.run_census == {"work.primary.statements": [1.01], "bytes_per_op.primary": [280.0, 280.0]}

@@ -42,6 +42,8 @@ from wanbench.evidence.readers import LinkBytes, ProcInfo, read_cpu_ticks, read_
 
 #: SHOW GLOBAL STATUS counters kept (all only grow, so two reads give a delta)
 POLL_S = 1.0
+#: at a window's end, how long to wait for the servers to see the load's connections close
+SETTLE_S = 3.0
 STATUS_COUNTERS = (
     "Questions", "Com_commit", "Com_select", "Com_insert", "Com_update", "Com_delete",
     "Bytes_sent", "Bytes_received",
@@ -115,6 +117,18 @@ class LabProbe:
                 continue
         return out
 
+    def clients(self) -> dict[str, int]:
+        """Connections of the workload's user per server (the load
+        generator's, through the proxy or not; never the admin's)."""
+        out: dict[str, int] = {}
+        for server in ("primary", "replica"):
+            with self.lab.admin(server) as conn:
+                cur = conn.cursor()
+                cur.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = %s",
+                            (self.lab.credentials.user,))
+                out[server] = int(cur.fetchone()[0])
+        return out
+
     def snapshot(self, full: bool = True) -> Snapshot:
         procs: dict[str, ProcInfo] = {}
         for comp, service in self.components.items():
@@ -158,6 +172,11 @@ class EvidenceCollector:
     reads only ``/proc`` (CPU seconds, CPU ticks), at the window's true
     start. Server counters then also hold the load's connection set-up (a
     few statements per thread), divided by the measured window's length.
+    At the end, when the probe can count the load's connections
+    (``clients``), the end snapshot waits until the servers have seen them
+    close, so the teardown (a ``COM_QUIT`` per thread, which ``Questions``
+    counts) is always in the window: it crosses the faulted link, and a
+    snapshot that raced it counted it in some runs and not in others.
     """
 
     def __init__(self, probe: Probe, *, roles: Mapping[str, str] | None = None) -> None:
@@ -170,6 +189,7 @@ class EvidenceCollector:
         self._stop_poll = threading.Event()
         self._poller: threading.Thread | None = None
         self._pending: Snapshot | None = None
+        self._clients: dict[str, int] | None = None
 
     def _poll_loop(self) -> None:
         poll = getattr(self.probe, "poll", None)
@@ -211,6 +231,33 @@ class EvidenceCollector:
         """Read the expensive counters now, before the load starts."""
         if self.enabled:
             self._pending = self._safe(self.probe.snapshot)
+            self._clients = self._count_clients()
+
+    def _count_clients(self) -> dict[str, int] | None:
+        clients = getattr(self.probe, "clients", None)
+        if clients is None:
+            return None
+        try:
+            return dict(clients())
+        except Exception as exc:  # noqa: BLE001 - evidence never stops a measurement
+            self._notes.append(f"client count failed: {type(exc).__name__}: {exc}")
+            return None
+
+    def _settle(self) -> None:
+        """Wait (at most ``SETTLE_S``) until no server has more of the
+        workload's connections than before the load started."""
+        before, self._clients = self._clients, None
+        if before is None:
+            return
+        deadline = time.monotonic() + SETTLE_S
+        while (now := self._count_clients()) is not None:
+            if all(n <= before.get(server, 0) for server, n in now.items()):
+                return
+            if time.monotonic() >= deadline:
+                self._notes.append(f"the load's connections were still open {SETTLE_S:g} s after it ended "
+                                   f"({now}, before it {before}): the window may miss their teardown")
+                return
+            time.sleep(0.02)
 
     def begin(self) -> None:
         if not self.enabled:
@@ -234,6 +281,7 @@ class EvidenceCollector:
         if not open_:
             return
         self._stop_poller()
+        self._settle()
         snap = self._safe(self.probe.snapshot)
         with self._lock:
             if snap is None:

@@ -13,6 +13,7 @@ new release against the previous one is the point of the gate.
 from __future__ import annotations
 
 import datetime as dt
+import fnmatch
 import hashlib
 import json
 import math
@@ -37,6 +38,20 @@ ENV_FIELDS = ("profile", "topology_shape", "client", "params")
 #: the client facts that are hardware; host name, Python version... are not
 CLIENT_FIELDS = ("cpu_model", "cores")
 DEFAULT_KEEP = 5
+#: how the census was counted when a run was accepted (a run without one: 1). 2: the load's teardown
+#: (a COM_QUIT per connection) is always in the window; in 1 it was in or out as a race went, so
+#: statements per operation of census 1 are not compared (``CENSUS_REDEFINED``)
+CENSUS_VERSION = 2
+#: census metrics (fnmatch patterns) whose meaning changed with each version, by the version that changed them
+CENSUS_REDEFINED = {2: ("work.*.statements",)}
+
+
+def comparable_census(census: Mapping[str, Any], version: int) -> dict[str, Any]:
+    """An accepted run's census values that mean today what they meant when
+    it was recorded (a metric redefined since is left out: the gate then says
+    no accepted run recorded it yet)."""
+    changed = [pat for v, pats in CENSUS_REDEFINED.items() if v > version for pat in pats]
+    return {k: v for k, v in census.items() if not any(fnmatch.fnmatchcase(k, pat) for pat in changed)}
 
 Samples = dict[str, list[float]]
 
@@ -306,7 +321,8 @@ class BaselineFile:
                 medians.setdefault(metric, []).append(float(value))
             for metric, value in (entry.get("drop") or {}).items():
                 drops.setdefault(metric, []).append(float(value))
-            for metric, value in (entry.get("census") or {}).items():
+            version = int(run.get("census_version", 1))
+            for metric, value in comparable_census(entry.get("census") or {}, version).items():
                 census.setdefault(metric, []).append(float(value))
         newest = holding[-1]
         return BaselineCell(
@@ -425,6 +441,7 @@ class BaselineStore:
         entry: dict[str, Any] = {
             "id": run_id or when,
             "accepted_at": when,
+            "census_version": CENSUS_VERSION,
             "release": release,
             "versions": _plain(fp.versions),
             "cells": run_entry_cells([c if isinstance(c, RunCell) else RunCell.of(c) for c in cells]),
