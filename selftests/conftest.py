@@ -42,10 +42,13 @@ from wanbench.netns import NetnsNetwork
 
 #: markers whose tests use the machine as a whole
 MACHINE_MARKERS = ("lab", "netns")
-#: modules whose tests use the machine as a whole without those markers: they
-#: start their own Prometheus on fixed ports, or kill and look for processes machine-wide
+#: modules whose tests use the machine as a whole beyond their markers: they start their own
+#: Prometheus on fixed ports, kill and look for processes machine-wide, or share localhost's state
 MACHINE_MODULES = frozenset({
     "test_evidence_tidb.py", "test_procs.py", "test_scratch.py", "test_sysproc.py", "test_load_hosts.py",
+    # namespace hosts share this machine's filesystem: their runners' dead-man state (and sweeps of
+    # dead runs' faults) use the same default state directory as a lab runner's on localhost
+    "test_lease.py", "test_deadman.py", "test_tidb_netns.py", "test_outage_tidb.py",
 })
 #: the tests `scripts/selftest --quick` leaves out (on top of the machine group): seconds each
 SLOW_MARKER = "slow"

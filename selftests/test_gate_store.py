@@ -150,13 +150,15 @@ def test_the_runs_of_one_baseline_chain_are_not_each_others_baseline(tmp_path: P
         store.save(fp(), [cell("replica_read", [90.0 + i, 91.0])], chain="c1")
     assert len(store.lookup(fp()).file.runs) == 4  # type: ignore[union-attr]
     inside = store.lookup(fp(), chain="c1").file
-    assert inside is not None and len(inside.runs) == 1
+    assert inside is not None
+    assert len(inside.runs) == 1
     assert inside.runs[0]["accepted_at"].startswith("2026-11-20")
     assert len(store.lookup(fp(), chain="c2").file.runs) == 4  # type: ignore[union-attr]
     fresh = BaselineStore(tmp_path / "fresh")
     fresh.save(fp(), [cell("replica_read", [100.0, 101.0])], chain="c3")
     first = fresh.lookup(fp(), chain="c3")
-    assert first.file is None and "before this --baseline-runs chain" in first.note
+    assert first.file is None
+    assert "before this --baseline-runs chain" in first.note
     stored = json.loads(next((tmp_path / "fresh").glob("*.json")).read_text())
     assert stored["runs"][0]["chain"] == "c3"
 

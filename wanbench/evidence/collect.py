@@ -117,6 +117,19 @@ class LabProbe:
                 continue
         return out
 
+    def replica_behind(self) -> bool:
+        """Whether the replica has not yet applied all the primary logged
+        (its GTID position behind the primary's binlog position)."""
+        with self.lab.admin("primary") as conn:
+            cur = conn.cursor()
+            cur.execute("SELECT @@GLOBAL.gtid_binlog_pos")
+            logged = str(cur.fetchone()[0] or "")
+        with self.lab.admin("replica") as conn:
+            cur = conn.cursor()
+            cur.execute("SELECT @@GLOBAL.gtid_slave_pos")
+            applied = str(cur.fetchone()[0] or "")
+        return logged != applied
+
     def clients(self) -> dict[str, int]:
         """Connections of the workload's user per server (the load
         generator's, through the proxy or not; never the admin's)."""
@@ -230,8 +243,27 @@ class EvidenceCollector:
     def prepare(self) -> None:
         """Read the expensive counters now, before the load starts."""
         if self.enabled:
+            self._quiesce()
             self._pending = self._safe(self.probe.snapshot)
             self._clients = self._count_clients()
+
+    def _quiesce(self) -> None:
+        """Wait (at most ``SETTLE_S``) until the replica has applied what the
+        primary logged: a round just before this one (an interleaved level-0
+        round, a load) must not be applied, and counted, inside this window."""
+        behind = getattr(self.probe, "replica_behind", None)
+        if behind is None:
+            return
+        deadline = time.monotonic() + SETTLE_S
+        try:
+            while behind():
+                if time.monotonic() >= deadline:
+                    self._notes.append(f"the replica was still applying earlier transactions {SETTLE_S:g} s "
+                                       "before this window: its counters may hold some of them")
+                    return
+                time.sleep(0.02)
+        except Exception as exc:  # noqa: BLE001 - evidence never stops a measurement
+            self._notes.append(f"replica position unknown: {type(exc).__name__}: {exc}")
 
     def _count_clients(self) -> dict[str, int] | None:
         clients = getattr(self.probe, "clients", None)
