@@ -42,7 +42,7 @@ from wanbench.evidence.readers import LinkBytes, ProcInfo, read_cpu_ticks, read_
 
 #: SHOW GLOBAL STATUS counters kept (all only grow, so two reads give a delta)
 POLL_S = 1.0
-#: at a window's end, how long to wait for the servers to see the load's connections close
+#: how long a window waits for the replica to catch up (start) and the load's connections to close (end)
 SETTLE_S = 3.0
 STATUS_COUNTERS = (
     "Questions", "Com_commit", "Com_select", "Com_insert", "Com_update", "Com_delete",
@@ -254,16 +254,20 @@ class EvidenceCollector:
         behind = getattr(self.probe, "replica_behind", None)
         if behind is None:
             return
-        deadline = time.monotonic() + SETTLE_S
         try:
-            while behind():
-                if time.monotonic() >= deadline:
-                    self._notes.append(f"the replica was still applying earlier transactions {SETTLE_S:g} s "
-                                       "before this window: its counters may hold some of them")
-                    return
-                time.sleep(0.02)
+            self._wait_until(lambda: not behind(), lambda: "the replica was still applying earlier transactions "
+                             f"{SETTLE_S:g} s before this window: its counters may hold some of them")
         except Exception as exc:  # noqa: BLE001 - evidence never stops a measurement
             self._notes.append(f"replica position unknown: {type(exc).__name__}: {exc}")
+
+    def _wait_until(self, done: Callable[[], bool], late: Callable[[], str]) -> None:
+        """Poll ``done`` every 20 ms for at most ``SETTLE_S``; past that, note ``late()``."""
+        deadline = time.monotonic() + SETTLE_S
+        while not done():
+            if time.monotonic() >= deadline:
+                self._notes.append(late())
+                return
+            time.sleep(0.02)
 
     def _count_clients(self) -> dict[str, int] | None:
         clients = getattr(self.probe, "clients", None)
@@ -281,15 +285,15 @@ class EvidenceCollector:
         before, self._clients = self._clients, None
         if before is None:
             return
-        deadline = time.monotonic() + SETTLE_S
-        while (now := self._count_clients()) is not None:
-            if all(n <= before.get(server, 0) for server, n in now.items()):
-                return
-            if time.monotonic() >= deadline:
-                self._notes.append(f"the load's connections were still open {SETTLE_S:g} s after it ended "
-                                   f"({now}, before it {before}): the window may miss their teardown")
-                return
-            time.sleep(0.02)
+        now: dict[str, int] | None = None
+
+        def closed() -> bool:
+            nonlocal now
+            now = self._count_clients()
+            return now is None or all(n <= before.get(server, 0) for server, n in now.items())
+
+        self._wait_until(closed, lambda: f"the load's connections were still open {SETTLE_S:g} s after it ended "
+                                         f"({now}, before it {before}): the window may miss their teardown")
 
     def begin(self) -> None:
         if not self.enabled:
