@@ -218,3 +218,62 @@ def test_connections_that_never_close_cost_the_window_a_note_not_the_measurement
     assert ev is not None
     assert probe.calls[-1] == "full"
     assert any("still open" in n for n in ev.get("notes", [])), ev.get("notes")
+
+
+class _PollingProbe(_CountingProbe):
+    def poll(self) -> None:
+        pass
+
+
+def test_windows_opened_and_closed_from_two_threads_never_break_the_poller() -> None:
+    """A load's reader thread opens the window (and starts the poller) while
+    its reaper thread may be closing it: starting and stopping the poller from
+    two threads at once raises nothing and leaves no poller running."""
+    import sys
+    import threading
+
+    from wanbench.evidence.collect import EvidenceCollector
+
+    col = EvidenceCollector(_PollingProbe())
+    errors: list[BaseException] = []
+
+    def hammer(action) -> None:  # noqa: ANN001 - a bound method
+        try:
+            for _ in range(2000):
+                action()
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    workers = [threading.Thread(target=hammer, args=(a,)) for a in (col._start_poller, col._stop_poller,
+                                                                    col._start_poller, col._stop_poller)]
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter can
+    try:
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(60)
+    finally:
+        sys.setswitchinterval(switch)
+    col._stop_poller()
+    assert errors == []
+    assert not any(t.name == "wanbench-evidence-poll" and t.is_alive() for t in threading.enumerate())
+
+
+def test_a_missed_window_is_an_evidence_error_not_an_empty_window() -> None:
+    from wanbench.evidence.collect import EvidenceCollector
+
+    col = EvidenceCollector(_CountingProbe())
+    col.prepare()
+    col.missed("too late")
+    col.end()  # no window was opened: nothing to close
+    assert col.take() == {"error": "too late"}
+    assert col.take() is None  # said once
+    col.prepare()
+    col.begin()
+    col.end()
+    col.missed("round 2 too late")
+    ev = col.take()
+    assert ev is not None
+    assert ev["windows"] == 1
+    assert ev["notes"] == ["round 2 too late"]

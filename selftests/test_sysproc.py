@@ -7,6 +7,7 @@ back and the directory goes."""
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,55 @@ def test_interrupt_right_after_popen_leaves_no_sysbench(script: Path, monkeypatc
                     env={"WB_HOLD_TENTHS": "300"})
     assert started
     assert not _alive(started[0]), f"sysbench {started[0]} survived the interrupt"
+
+
+class _Hooks:
+    """Window hooks that record their calls; ``begin`` is slow, as a snapshot
+    under load can be, so a load that ends right after its marker line races it."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def prepare(self) -> None:
+        self.calls.append("prepare")
+
+    def begin(self) -> None:
+        time.sleep(1.0)  # longer than the load's 0.5 s after its marker
+        self.calls.append("begin")
+
+    def end(self) -> None:
+        self.calls.append("end")
+
+    def missed(self, reason: str) -> None:
+        self.calls.append(f"missed: {reason}")
+
+
+def test_a_load_that_ends_at_its_marker_closes_the_window_it_opened(script: Path) -> None:
+    """The output reader opens the window at the marker line and the reaper
+    closes it: the end never overtakes the begin (CI saw the reaper stop an
+    evidence poller the reader had not yet started)."""
+    hooks = _Hooks()
+    res = sysproc.run(["sysbench", str(script), "hold"], what="hold", timeout=60, threads=1,
+                      env={"WB_HOLD_TENTHS": "5"}, window_marker="holding in", window=hooks)
+    assert res.exit_status == 0
+    assert hooks.calls == ["prepare", "begin", "end"]
+
+
+def test_a_marker_read_after_the_load_ended_opens_no_window(script: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reader thread that reaches the marker only after the load has ended
+    (a busy machine: CI saw 0 % CPU on every server for such a window) opens
+    no window; the hooks are told it was missed, and why."""
+    real = sysproc.proc_cpu_seconds
+
+    def stalled(pid: int) -> float | None:
+        time.sleep(1.0)  # the reader is descheduled here; the load ends meanwhile
+        return real(pid)
+
+    monkeypatch.setattr(sysproc, "proc_cpu_seconds", stalled)
+    hooks = _Hooks()
+    res = sysproc.run(["sysbench", str(script), "hold"], what="hold", timeout=60, threads=1,
+                      env={"WB_HOLD_TENTHS": "0"}, window_marker="holding in", window=hooks)
+    assert res.exit_status == 0
+    assert hooks.calls[0] == "prepare"
+    assert hooks.calls[1].startswith("missed: hold: its output reader reached 'holding in' only after the load")
+    assert hooks.calls[2:] == ["end"]

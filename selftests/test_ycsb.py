@@ -193,7 +193,7 @@ def test_the_family_on_the_lab(tmp_path: Path) -> None:
     CI configuration: ids, go-ycsb's lines, the load, the checks, the JSON."""
     results = tmp_path / "results.json"
     cmd = [sys.executable, "-m", "pytest", "tests/ycsb", "-v", "-p", "no:randomly", "--ycsb-workloads", "all",
-           "--threads", "4", "--rounds", "1", "--ycsb-records", "500", "--ycsb-operations", "600",
+           "--threads", "4", "--rounds", "1", "--ycsb-records", "500", "--duration", "1",
            "--lab-port-base", str(SUITE_PORT_BASE), "--lab-dir", str(tmp_path / "lab"),
            "--baseline-dir", str(tmp_path / "baselines"), "--results-json", str(results)]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False)
@@ -217,7 +217,8 @@ def test_the_family_on_the_lab(tmp_path: Path) -> None:
     assert set(a["workload_extra"]["per_op"]) >= {"READ", "UPDATE"}
     assert a["workload_extra"]["per_op"]["READ"]["p99_us"] > 0
     assert doc["tables"]["ycsb"], "no per-operation table in the results"
-    # server-side evidence of each cell's measured window (one round: one window), as for sysbench cells
+    # server-side evidence of each cell's measured window (one round: one window), as for sysbench cells;
+    # rounds of one second: 600 operations lasted 40 ms, a window a busy CI machine's output reader can miss
     for cell in cells.values():
         ev = cell["extra"]["evidence"]
         assert ev["windows"] == 1, ev

@@ -197,18 +197,21 @@ class EvidenceCollector:
         self.roles = dict(roles or {})
         self._windows: list[_Window] = []
         self._notes: list[str] = []
+        self._missed: list[str] = []
         self._lock = threading.Lock()
         self.enabled = True
-        self._stop_poll = threading.Event()
-        self._poller: threading.Thread | None = None
+        # begin() and end() may come from different threads (a load's output
+        # reader and its reaper): the poller is started and stopped under a lock
+        self._poll_lock = threading.Lock()
+        self._poller: tuple[threading.Thread, threading.Event] | None = None
         self._pending: Snapshot | None = None
         self._clients: dict[str, int] | None = None
 
-    def _poll_loop(self) -> None:
+    def _poll_loop(self, stop: threading.Event) -> None:
         poll = getattr(self.probe, "poll", None)
         # a sampling period, not a wait for a condition: once a second is
         # enough for counters that only need a socket's last value
-        while poll is not None and not self._stop_poll.wait(POLL_S):
+        while poll is not None and not stop.wait(POLL_S):
             try:
                 poll()
             except (OSError, InfrastructureError, ValueError) as exc:
@@ -216,22 +219,29 @@ class EvidenceCollector:
                 return
 
     def _start_poller(self) -> None:
-        if getattr(self.probe, "poll", None) is None or (self._poller and self._poller.is_alive()):
+        if getattr(self.probe, "poll", None) is None:
             return
-        self._stop_poll.clear()
-        self._poller = threading.Thread(target=self._poll_loop, name="wanbench-evidence-poll", daemon=True)
-        self._poller.start()
+        with self._poll_lock:
+            if self._poller is not None and self._poller[0].is_alive():
+                return
+            stop = threading.Event()
+            thread = threading.Thread(target=self._poll_loop, args=(stop,), name="wanbench-evidence-poll",
+                                      daemon=True)
+            thread.start()
+            self._poller = (thread, stop)
 
     def _stop_poller(self) -> None:
-        self._stop_poll.set()
-        if self._poller is not None:
-            self._poller.join(5)
-            self._poller = None
+        with self._poll_lock:
+            poller, self._poller = self._poller, None
+        if poller is not None:
+            thread, stop = poller
+            stop.set()
+            thread.join(5)
 
     def reset(self) -> None:
         self._stop_poller()
         with self._lock:
-            self._windows, self._notes = [], []
+            self._windows, self._notes, self._missed = [], [], []
 
     def _safe(self, fn: Callable[[], Snapshot]) -> Snapshot | None:
         try:
@@ -309,6 +319,11 @@ class EvidenceCollector:
                 self._windows.append(_Window(snap))
             self._start_poller()
 
+    def missed(self, reason: str) -> None:
+        """A load's window that nothing measured: ``take`` says so."""
+        with self._lock:
+            self._missed.append(reason)
+
     def end(self) -> None:
         if not self.enabled:
             return
@@ -326,18 +341,18 @@ class EvidenceCollector:
                 open_[-1].end = snap
 
     def take(self, *, client: Mapping[str, Any] | None = None, qps: float | None = None) -> dict[str, Any] | None:
-        """The evidence of the windows since the last ``take`` (None: none closed)."""
+        """The evidence of the windows since the last ``take`` (None: none closed, none missed)."""
         self._stop_poller()  # a window whose end never came (its run was interrupted)
         with self._lock:
             windows = [w for w in self._windows if w.end is not None]
-            notes = list(self._notes)
-            self._windows, self._notes = [], []
+            notes, missed = list(self._notes), list(self._missed)
+            self._windows, self._notes, self._missed = [], [], []
         if not windows:
-            return None
+            return {"error": "; ".join(missed)} if missed else None
         ev = evidence_from_windows([(w.start, w.end) for w in windows if w.end is not None],
                                    self.probe.cpu_sets(), client=client, qps=qps)
-        if notes:
-            ev["notes"] = notes
+        if notes + missed:
+            ev["notes"] = notes + missed
         return ev
 
 

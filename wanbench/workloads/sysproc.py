@@ -44,7 +44,7 @@ from typing import Any, Protocol
 
 from wanbench import scratch
 from wanbench.errors import InfrastructureError, MissingToolError
-from wanbench.procs import load_preexec, proc_cpu_seconds
+from wanbench.procs import load_preexec, proc_cpu_seconds, proc_state
 from wanbench.redact import redactor
 from wanbench.workloads.clientcpu import ClientLoad, RunnableSampler, usable_cores
 
@@ -52,6 +52,9 @@ from wanbench.workloads.clientcpu import ClientLoad, RunnableSampler, usable_cor
 SCRATCH_ENV = "WB_SCRATCH"
 #: files larger than this in the scratch directory are not read back
 MAX_FILE_BYTES = 64 * 1024 * 1024
+#: how long the reaper waits for the output reader to reach the end of a
+#: finished load before it closes the evidence window the reader opened
+READER_DRAIN_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -103,13 +106,17 @@ def _start(argv: Sequence[str], *, env: Mapping[str, str], cpus: Collection[int]
 class WindowHooks(Protocol):
     """Told before the load starts, and when its measured window opens and
     closes (``wanbench.evidence``). ``begin`` runs inside the window, so it
-    must be cheap; ``prepare`` does the expensive reading."""
+    must be cheap; ``prepare`` does the expensive reading. ``missed`` instead
+    of ``begin``: the window's start was seen only after the load had ended,
+    so nothing measured it."""
 
     def prepare(self) -> None: ...
 
     def begin(self) -> None: ...
 
     def end(self) -> None: ...
+
+    def missed(self, reason: str) -> None: ...
 
 def run(
     argv: Sequence[str],
@@ -197,6 +204,13 @@ def _supervise(argv: Sequence[str], *, what: str, timeout: float, threads: int, 
                 lines.append(line)
                 if not mark and window_marker is not None and window_marker in line:
                     cpu = proc_cpu_seconds(proc.pid)
+                    with lock:
+                        ended = bool(reaped) or proc_state(proc.pid) in (None, "Z", "X")
+                    if ended:  # this thread ran late: a window opened now would hold none of the load
+                        if window is not None:
+                            window.missed(f"{what}: its output reader reached {window_marker!r} only after the "
+                                          "load had ended (the machine was too busy): no window measured it")
+                        continue
                     if cpu is not None:
                         now = time.monotonic()
                         assert sampler is not None
@@ -222,6 +236,10 @@ def _supervise(argv: Sequence[str], *, what: str, timeout: float, threads: int, 
             with lock:
                 reaped.append((status, usage, time.monotonic()))
             if window is not None:
+                # the reader opens the window when it sees the marker: let it
+                # reach the end of the output first, so a short load's begin()
+                # never runs after (or during) this end()
+                reader.join(READER_DRAIN_S)
                 window.end()  # closes the window begin() opened, if any
 
         reader = threading.Thread(target=read, name=f"sysbench-out-{proc.pid}", daemon=True)
