@@ -142,3 +142,60 @@ def test_the_store_keeps_the_drop_against_the_rounds_beside() -> None:
     entries = run_entry_cells([level0, cell])
     assert entries[cell.key.id]["drop"]["qps"] == pytest.approx(0.9)
     assert not reference_of(cell_json("l0", "0ms", 0, [1.0], 1.0))
+
+
+def test_an_aa_guard_that_moved_more_than_the_budget_leaves_level0_checks_undecided() -> None:
+    """The level-0 cell's rounds alternate as a faulted cell's do, with no
+    fault to toggle: its two halves are an A/A comparison. When they differ by
+    more than a check's budget, the machine is too noisy now to judge that
+    check in this group, whatever the faulted rounds say; a quiet guard
+    leaves the verdict as it was."""
+    from wanbench.gate.outcome import INCONCLUSIVE, R_MACHINE_NOISY, REGRESSION
+
+    budgets = parse_budgets(BUDGET, source="b.yaml")
+    faulted = RunCell.of(cell_json("l50", "50ms", 50, [700.0, 710.0, 690.0, 705.0, 695.0], 1.0,
+                                   reference=[1000.0, 1010.0, 990.0, 1005.0, 995.0]))
+
+    def verdict(guard_reference: Sequence[float]):  # noqa: ANN202 - a Verdict
+        judge = Judge(budgets, Lookup(None))
+        level0 = RunCell.of(cell_json("l0", "0ms", 0, [1000.0, 1010.0, 990.0, 1005.0, 995.0], 1.0,
+                                      reference=guard_reference))
+        judge.remember(level0.key, level0.samples, is_level0=True, reference=level0.reference)
+        v, _ = judge.verdict(faulted.key, faulted.samples, cells=1, reference=faulted.reference)
+        return v, next(o for o in v.outcomes if o.check.kind == "level0")
+
+    quiet, check = verdict([1010.0, 1000.0, 995.0, 990.0, 1005.0])
+    assert quiet.status == REGRESSION
+    assert abs(check.guard_shift) < 0.01
+    assert not check.guard_tripped
+    noisy, check = verdict([1300.0, 1310.0, 1290.0, 1305.0, 1295.0])  # no fault, and 23 % apart
+    assert noisy.status == INCONCLUSIVE
+    assert check.reason == R_MACHINE_NOISY
+    assert check.guard_shift == pytest.approx(1 - 1000 / 1300, abs=0.01)
+    assert "machine is too noisy now" in noisy.message
+    assert check.to_json()["guard"] == {"shift_points": pytest.approx(23.1, abs=0.1), "allowed_points": 10.0,
+                                        "tripped": True}
+    # without an interleaved level-0 cell there is no guard: nothing changes
+    judge = Judge(budgets, Lookup(None))
+    plain = RunCell.of(cell_json("l0", "0ms", 0, [1000.0, 1010.0, 990.0, 1005.0, 995.0], 1.0))
+    judge.remember(plain.key, plain.samples, is_level0=True, reference=plain.reference)
+    v, _ = judge.verdict(faulted.key, faulted.samples, cells=1, reference=faulted.reference)
+    assert v.status == REGRESSION
+
+
+def test_a_drop_check_allows_its_guard_what_the_accepted_runs_spread_allows() -> None:
+    """A ``drop`` check's run t-test assumes a run strays from the accepted
+    runs by about their spread: the guard trips beyond GUARD_Z of those
+    spreads, or beyond the budget when the runs agree more closely."""
+    from wanbench.gate.assess import GUARD_Z, with_guard
+    from wanbench.gate.budgets import Check
+    from wanbench.gate.outcome import Outcome
+
+    drop = Outcome(Check("drop", "qps", 0.05, 1, "b.yaml"), 0.93, 0.90)
+    spread = [0.90, 0.92, 0.88]  # sd 2 points: 3 sd = 6 points, more than the 5-point budget
+    assert with_guard(drop, {"qps": 0.055}, spread).guard_allowed == pytest.approx(GUARD_Z * 0.02)
+    assert not with_guard(drop, {"qps": 0.055}, spread).guard_tripped
+    assert with_guard(drop, {"qps": -0.07}, spread).guard_tripped  # either direction
+    assert with_guard(drop, {"qps": 0.055}, [0.9, 0.9]).guard_tripped  # runs that agree: the budget
+    baseline = Outcome(Check("baseline", "qps", 0.05, 1, "b.yaml"), 1.0, 1.0)
+    assert not with_guard(baseline, {"qps": 0.5}).guard_tripped  # against stored runs: not the guard's

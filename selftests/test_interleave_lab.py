@@ -48,7 +48,16 @@ def test_faulted_cells_carry_their_own_level_0_and_count_round_trips_against_it(
     assert write["workload_extra"]["interleave"]["drop"] > 0.5
     # reads are served by the primary: the replica's delay costs them no round trip
     assert abs(read["census"]["metrics"]["round_trips"]["value"]) < 0.1, read["census"]
-    assert "interleave" not in cells["replica_write-0ms-c8"]["workload_extra"]
+    # level 0 alternates its rounds the same way with nothing to toggle: the A/A guard of its group
+    guard = cells["replica_write-0ms-c8"]
+    assert guard["workload_extra"]["interleave"]["order"] == "ABBA"
+    assert len(guard["rounds"]) == 2
+    assert guard["census"]["interleaved"]["aa_guard"] is True
+    assert "the A/A guard of this scenario's faulted cells" in res.stdout
+    # replica reads' level-0 check (lab.yaml: QPS within 10 %) is held against its group's guard
+    level0_check = next(c for c in read["verdict"]["checks"] if c["kind"] == "level0")
+    assert level0_check["guard"]["allowed_points"] == 10.0, level0_check
+    assert level0_check["guard"]["tripped"] == (abs(level0_check["guard"]["shift_points"]) > 10.0)
     assert "drop beside level 0" in res.stdout
 
 

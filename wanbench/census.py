@@ -188,6 +188,8 @@ def census_of(cell: Mapping[str, Any], level0: Mapping[str, Any] | None = None,
         record = (cell.get("workload_extra") or {}).get(INTERLEAVE_KEY) or {}
         out["interleaved"] = {k: record.get(k) for k in ("order", "drop", "log_ratio_sd", "added_latency_ms")}
         out["interleaved"]["pairs"] = len(record.get("pairs") or ())
+        if (cell.get("level") or {}).get("value") == 0:  # a level-0 cell's two halves: the A/A guard
+            out["interleaved"]["aa_guard"] = True
     else:
         level0_id = str((level0 or {}).get("test_id", ""))
     if level0 is not None and rtt > 0:
@@ -281,8 +283,9 @@ def table_rows(cells: Sequence[Mapping[str, Any]]) -> list[list[str]]:
         il = census.get("interleaved") or {}
         rows.append([
             str(c.get("label") or c.get("test_id")),
-            (f"{il['drop'] * 100:.1f}%" + (f" (sd {il['log_ratio_sd']:.3f})" if il.get("log_ratio_sd") is not None
-                                           else "")) if il.get("drop") is not None else "-",
+            (("A/A " if il.get("aa_guard") else "") + f"{il['drop'] * 100:.1f}%"
+             + (f" (sd {il['log_ratio_sd']:.3f})" if il.get("log_ratio_sd") is not None else ""))
+            if il.get("drop") is not None else "-",
             "-" if rt is None else f"{rt:.2f}",
             ", ".join(f"{k} {v:.0f}" for k, v in sorted(links.items())) or "-",
             ", ".join(f"{k} {v:.2f}" for k, v in sorted(stmts.items())) or "-",

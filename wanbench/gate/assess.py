@@ -17,6 +17,11 @@ from wanbench.gate.outcome import Outcome, Reference, RunSummary, metric_name
 
 # ---------------------------------------------------------------- step 1
 
+#: a ``drop`` check's rule assumes a run's drop strays from the accepted runs' by about their
+#: spread: an A/A guard that moved more than this many of those spreads (and more than the
+#: budget) says the machine is noisier now than when they were accepted
+GUARD_Z = 3.0
+
 
 def _median(values: Sequence[float]) -> float:
     return stats.median(values)
@@ -263,6 +268,7 @@ def assess_cell(
     min_run_spread: float = 0.0,
     census: Mapping[str, float] | None = None,
     interleaved: bool = False,
+    guard: Mapping[str, float] | None = None,
 ) -> Pending:
     """Raw statistics of every check of one cell. ``alpha_cell`` is this
     cell's share of the session's alpha; it is split again over the
@@ -273,7 +279,9 @@ def assess_cell(
     against the accepted runs' census in their own units. ``interleaved``:
     ``level0`` holds the cell's own level-0 rounds, run beside its faulted
     ones, so the machine's drift between blocks minutes apart does not
-    enter its ``level0`` checks."""
+    enter its ``level0`` checks. ``guard``: the A/A guard of the cell's group
+    (``Judge.remember``), by metric: what its ``drop`` and ``level0`` checks
+    are held against (``with_guard``)."""
     census_list = [c for c in checks if c.kind == "census"]
     checks = [c for c in checks if c.kind != "census"]
     pending = Pending(key, [], incomparable=tuple(incomparable), no_rounds=not any(current.values()))
@@ -329,15 +337,16 @@ def assess_cell(
     for check, values, reference in todo:
         if check.per_run:
             assert reference is not None
-            pending.outcomes.append(assess_runs(check, values, reference, alpha_each=alpha_each, min_runs=min_runs,
-                                                min_run_spread=min_run_spread))
+            run_outcome = assess_runs(check, values, reference, alpha_each=alpha_each, min_runs=min_runs,
+                                      min_run_spread=min_run_spread)
+            pending.outcomes.append(with_guard(run_outcome, guard, reference.samples) if guard else run_outcome)
             continue
         outcome = assess(check, values, reference, alpha_each=alpha_each)
         if outcome is not None and check.kind == "level0" and not interleaved:
             drops = list(baseline.run_drops.get(check.metric, ())) if baseline is not None and not incomparable else []
             outcome = with_drift(outcome, drops, min_runs=min_runs)
         if outcome is not None:
-            pending.outcomes.append(outcome)
+            pending.outcomes.append(with_guard(outcome, guard) if guard else outcome)
     if census and census_list and baseline is not None and not incomparable:
         changes, notes = census_checks.census_changes(census, baseline.run_census, census_list)
         pending.notes.extend(notes)
@@ -348,6 +357,21 @@ def assess_cell(
     return pending
 
 
+def with_guard(o: Outcome, guard: Mapping[str, float], accepted_drops: Sequence[float] = ()) -> Outcome:
+    """A ``drop`` or ``level0`` outcome with the A/A guard's shift of its
+    metric and what its rule allows: the budget, and for a ``drop`` check
+    ``GUARD_Z`` times the spread of the accepted runs' drops
+    (``accepted_drops``) if that is more: the spread its run t-test assumes.
+    Other checks are returned as they are."""
+    shift = guard.get(o.check.metric)
+    if o.check.kind not in ("drop", "level0") or shift is None or not math.isfinite(shift):
+        return o
+    allowed = o.check.limit
+    if o.check.kind == "drop" and len(accepted_drops) >= 2:
+        allowed = max(allowed, GUARD_Z * statistics.stdev(accepted_drops))
+    return replace(o, guard_shift=shift, guard_allowed=allowed)
+
+
 def with_drift(o: Outcome, drops: Sequence[float], *, min_runs: int) -> Outcome:
     """A ``level0`` outcome with the between-block drift the accepted runs show:
     their drops of this cell (fractions of level 0, in the bad direction) give
@@ -355,7 +379,7 @@ def with_drift(o: Outcome, drops: Sequence[float], *, min_runs: int) -> Outcome:
     (a one-sided t with len(drops) - 1 degrees of freedom, the new run's own
     variance included)."""
     n = len(drops)
-    o = replace(o, drift_runs=n, drift_runs_missing=max(0, min_runs - n))
+    o = replace(o, drift_runs=n, drift_runs_missing=max(0, min_runs - n), drift_p=1.0)
     if n < max(2, min_runs) or math.isnan(o.worse):
         return o
     sd = statistics.stdev(drops)

@@ -139,7 +139,7 @@ def compare(base: Side, cur: Side, budgets: Budgets, *, release: str = "") -> li
     lookup = comparability(base, cur, release=release)
     judge = Judge(budgets, lookup)
     for c in cur.cells:
-        judge.remember(c.key, c.samples, is_level0=c.level0)
+        judge.remember(c.key, c.samples, is_level0=c.level0, reference=c.reference)
     n = max(1, len(cur.cells))
     if budgets.policy.correction == "bonferroni":
         return [judge.verdict(c.key, c.samples, cells=n, client=c.client, problems=c.problems, census=c.census,

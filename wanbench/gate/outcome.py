@@ -47,6 +47,9 @@ R_NO_BASELINE = "NO_BASELINE"
 R_NO_CHECKS = "NO_CHECKS"
 R_CENSUS_BEYOND = "CENSUS_BEYOND_BUDGET"
 R_CENSUS_WITHIN = "CENSUS_WITHIN_BUDGET"
+#: the A/A guard (the group's level-0 cell, its rounds alternated as a faulted cell's are, with no
+#: fault to toggle) moved a metric by more than the check's rule assumes: the machine is too noisy now
+R_MACHINE_NOISY = "MACHINE_TOO_NOISY_NOW"
 #: the census decided the cell (pass) while run-to-run checks could not: those stay advisory
 R_ADVISORY = "QPS_ADVISORY"
 #: the census passed, but a throughput check is beyond its budget at ``LOOKS_WORSE_P`` before the
@@ -56,9 +59,9 @@ LOOKS_WORSE_P = 0.01
 #: why a check may be undecided without keeping a cell whose census decided from a verdict:
 #: the machine's noise, or too few accepted runs for a statistic (the census needs one)
 ADVISORY_REASONS = frozenset({"RUNS_TOO_NOISY", "ROUNDS_TOO_NOISY", "TOO_FEW_BASELINE_RUNS", "TOO_FEW_ROUNDS",
-                              "LEVEL0_DRIFT_RUNS_MISSING", "LEVEL0_DRIFT_WITHIN_SPREAD"})
+                              "LEVEL0_DRIFT_RUNS_MISSING", "LEVEL0_DRIFT_WITHIN_SPREAD", R_MACHINE_NOISY})
 #: undecided for a reason one more run of the cell could remove (``is_undecided``)
-REPEATABLE = frozenset({R_RUNS_NOISY})
+REPEATABLE = frozenset({R_RUNS_NOISY, R_MACHINE_NOISY})
 
 _NAMES = {
     "qps": "QPS",
@@ -145,11 +148,18 @@ class Outcome:
     #: runs. The accepted runs' drops of this cell show by how much; with fewer
     #: than the policy's ``min_runs`` (``drift_runs_missing`` > 0) a drop beyond
     #: the budget is not called a regression. ``drift_p``: one-sided p that this
-    #: run's drop is beyond the budget, given the spread of the accepted runs' drops.
+    #: run's drop is beyond the budget, given the spread of the accepted runs' drops;
+    #: nan when no drift applies (an interleaved cell: its level 0 ran beside it)
     drift_runs: int = 0
     drift_runs_missing: int = 0
     drift_sd: float = math.nan
-    drift_p: float = 1.0
+    drift_p: float = math.nan
+    #: a ``drop`` or ``level0`` check of an interleaved run: by how much the A/A guard (the group's
+    #: level-0 cell, its two alternating halves) moved this metric with no fault (``guard_shift``, a
+    #: fraction, either sign), and how much the check's rule assumes it may (``guard_allowed``:
+    #: the budget, or ``GUARD_Z`` times the spread of the accepted runs' drops if that is more)
+    guard_shift: float = math.nan
+    guard_allowed: float = math.nan
     status: str = ""
     message: str = ""
     #: the reason code behind ``status`` (``R_*``)
@@ -158,6 +168,11 @@ class Outcome:
     @property
     def statistical(self) -> bool:
         return self.check.kind not in ("absolute", "census") and self.runs_missing == 0
+
+    @property
+    def guard_tripped(self) -> bool:
+        """The A/A guard moved more than this check's rule assumes the machine does."""
+        return math.isfinite(self.guard_shift) and abs(self.guard_shift) > self.guard_allowed
 
     @property
     def unit(self) -> str:
@@ -187,6 +202,9 @@ class Outcome:
             **({"drift": {"runs": self.drift_runs, "runs_missing": self.drift_runs_missing,
                           "sd_points": num(self.drift_sd * 100), "p": num(self.drift_p)}}
                if self.check.kind == "level0" else {}),
+            **({"guard": {"shift_points": num(self.guard_shift * 100),
+                          "allowed_points": num(self.guard_allowed * 100), "tripped": self.guard_tripped}}
+               if math.isfinite(self.guard_shift) else {}),
             "reason": self.reason,
             "message": self.message,
         }

@@ -36,7 +36,7 @@ from typing import Any
 from wanbench.census import UNITS
 from wanbench.gate import census_checks
 from wanbench.gate.assess import Pending, assess, assess_cell, assess_runs, correct, correct_online, with_drift
-from wanbench.gate.baseline import Lookup, Samples
+from wanbench.gate.baseline import Lookup, Samples, drops_of, summary_of
 from wanbench.gate.budgets import Budgets, CellKey
 from wanbench.gate.integrity import Problem
 from wanbench.gate.outcome import (
@@ -62,6 +62,7 @@ from wanbench.gate.outcome import (
     R_DRIFT_SPREAD,
     R_INCOMPARABLE,
     R_LOOKS_WORSE,
+    R_MACHINE_NOISY,
     R_NO_BASELINE,
     R_NO_CHECKS,
     R_NO_ROUNDS,
@@ -75,7 +76,7 @@ from wanbench.gate.outcome import (
     Verdict,
     metric_name,
 )
-from wanbench.gate.render import _context, _drift_text, _fmt, _fmt_change, _head, _render, _undecided_why
+from wanbench.gate.render import _context, _drift_text, _fmt, _fmt_change, _guard_text, _head, _render, _undecided_why
 
 __all__ = [
     "BROKEN", "FAILING", "IMPROVEMENT", "INCOMPARABLE", "INCONCLUSIVE", "NO_BASELINE", "PASS", "PRIORITY",
@@ -94,6 +95,8 @@ def _drift_reason(o: Outcome, alpha: float) -> str | None:
         return None
     if o.drift_runs_missing:
         return R_DRIFT_RUNS_MISSING
+    if math.isnan(o.drift_p):  # interleaved: its level 0 ran beside it, no drift between blocks to excuse
+        return None
     # the session's correction, as applied to the rounds' p-value, applies to this one too
     factor = o.p_worse_adj / o.p_worse if o.p_worse > 0 else 1.0
     return R_DRIFT_SPREAD if min(1.0, o.drift_p * factor) > alpha else None
@@ -130,6 +133,8 @@ def _judge(o: Outcome, alpha: float) -> Outcome:
                        message=f"{name}: the {o.ref_what} median is 0, no relative change")
     head = _head(o)
     limit = o.check.limit
+    if o.statistical and o.guard_tripped:
+        return replace(o, status=INCONCLUSIVE, reason=R_MACHINE_NOISY, message=f"{head}, {_guard_text(o)}")
     beyond = o.statistical and o.worse > limit and o.p_worse_adj <= alpha  # the regression condition, once
     if beyond:
         drift = _drift_reason(o, alpha)
@@ -239,7 +244,9 @@ class Judge:
     with the same rules wherever the verdict is made (pytest, ``compare``).
 
     ``remember`` level-0 cells as they come, so the ``level0`` and ``drop``
-    checks of the faulted cells that follow can find them. ``earlier`` holds
+    checks of the faulted cells that follow can find them, and the A/A guard
+    an interleaved run's level-0 cell holds (its rounds in two alternating
+    halves, as a faulted cell's are, with no fault to toggle). ``earlier`` holds
     each cell's runs from earlier invocations of one gate decision
     (``--gate-max-runs``), by cell id.
     """
@@ -250,10 +257,15 @@ class Judge:
         self.lookup = lookup
         self.earlier = dict(earlier or {})
         self.level0: dict[tuple[str, str, int, str, str], tuple[str, Samples]] = {}
+        #: by group: how far the level-0 cell's two halves differ, by metric (``drops_of``)
+        self.guards: dict[tuple[str, str, int, str, str], dict[str, float]] = {}
 
-    def remember(self, key: CellKey, samples: Samples, *, is_level0: bool) -> None:
+    def remember(self, key: CellKey, samples: Samples, *, is_level0: bool, reference: Samples | None = None) -> None:
+        """``reference``: the level-0 cell's other half when it was interleaved (its A/A guard)."""
         if is_level0 or key.is_level0:
             self.level0[key.level0_group] = (key.level, samples)
+            if reference:
+                self.guards[key.level0_group] = drops_of(summary_of(samples), summary_of(reference))
 
     def pending(self, key: CellKey, samples: Samples, *, alpha_cell: float,
                 client: Mapping[str, Any] | None = None, census: Mapping[str, float] | None = None,
@@ -284,6 +296,7 @@ class Judge:
             min_run_spread=self.budgets.policy.min_run_spread,
             census=census,
             interleaved=bool(reference),
+            guard=None if key.is_level0 else self.guards.get(key.level0_group),
         )
         if lk.incomparable and lk.note:
             pending.notes.insert(0, lk.note)
