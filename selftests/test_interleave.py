@@ -173,7 +173,7 @@ def test_an_aa_guard_that_moved_more_than_the_budget_leaves_level0_checks_undeci
     assert check.reason == R_MACHINE_NOISY
     assert check.guard_shift == pytest.approx(1 - 1000 / 1300, abs=0.01)
     assert "machine is too noisy now" in noisy.message
-    assert check.to_json()["guard"] == {"shift_points": pytest.approx(23.1, abs=0.1), "allowed_points": 10.0,
+    assert check.to_json()["guard"] == {"shift_pct": pytest.approx(23.1, abs=0.1), "allowed_pct": 10.0,
                                         "tripped": True}
     # without an interleaved level-0 cell there is no guard: nothing changes
     judge = Judge(budgets, Lookup(None))
@@ -184,18 +184,27 @@ def test_an_aa_guard_that_moved_more_than_the_budget_leaves_level0_checks_undeci
 
 
 def test_a_drop_check_allows_its_guard_what_the_accepted_runs_spread_allows() -> None:
-    """A ``drop`` check's run t-test assumes a run strays from the accepted
-    runs by about their spread: the guard trips beyond GUARD_Z of those
-    spreads, or beyond the budget when the runs agree more closely."""
-    from wanbench.gate.assess import GUARD_Z, with_guard
+    """A ``drop`` check's run t-test takes the accepted runs' spread as this
+    run's noise: the guard trips when its ratio lies outside the 99 %
+    bound of that spread (log ratios, t with n - 1 degrees of freedom)."""
+    import math
+
+    from wanbench.gate.assess import with_guard
     from wanbench.gate.budgets import Check
     from wanbench.gate.outcome import Outcome
+    from wanbench.gate.stats import student_t_ppf
 
     drop = Outcome(Check("drop", "qps", 0.05, 1, "b.yaml"), 0.93, 0.90)
-    spread = [0.90, 0.92, 0.88]  # sd 2 points: 3 sd = 6 points, more than the 5-point budget
-    assert with_guard(drop, {"qps": 0.055}, spread).guard_allowed == pytest.approx(GUARD_Z * 0.02)
-    assert not with_guard(drop, {"qps": 0.055}, spread).guard_tripped
-    assert with_guard(drop, {"qps": -0.07}, spread).guard_tripped  # either direction
-    assert with_guard(drop, {"qps": 0.055}, [0.9, 0.9]).guard_tripped  # runs that agree: the budget
+    spread = [0.5, 0.55, 0.45, 0.5, 0.52]  # QPS ratios 0.5, 0.45, 0.55, 0.5, 0.48
+    logs = [math.log(1 - d) for d in spread]
+    sd = math.sqrt(sum((v - sum(logs) / 5) ** 2 for v in logs) / 4)
+    bound = student_t_ppf(0.995, 4) * sd
+    guarded = with_guard(drop, {"qps": 0.2}, spread)
+    assert guarded.guard_allowed == pytest.approx(math.expm1(bound))
+    assert not guarded.guard_tripped  # |log 0.8| = 0.22 < the bound, 0.34
+    assert with_guard(drop, {"qps": 0.4}, spread).guard_tripped  # |log 0.6| = 0.51 > 0.34
+    assert with_guard(drop, {"qps": -0.7}, spread).guard_tripped  # a rise counts alike
+    assert with_guard(drop, {"qps": 0.02}, [0.9, 0.9, 0.9]).guard_tripped  # runs that never varied
+    assert math.isnan(with_guard(drop, {"qps": 0.4}, [0.5]).guard_shift)  # one accepted run: no guard
     baseline = Outcome(Check("baseline", "qps", 0.05, 1, "b.yaml"), 1.0, 1.0)
     assert not with_guard(baseline, {"qps": 0.5}).guard_tripped  # against stored runs: not the guard's

@@ -131,16 +131,18 @@ def _faults_in_place(family: str, lab: Lab) -> list[str]:
             if f.state is not None and f.state.scope == lab_scope(lab.port_base)]
 
 
-@pytest.mark.parametrize(("family", "levels"), [("rtt", "0,20ms,40ms"), ("loss", "0,1%,2%")])
+@pytest.mark.parametrize(("family", "levels"), [("rtt", "0,20ms"), ("loss", "0,1%")])
 def test_a_killed_worker_leaves_no_fault_and_its_cells_broken(tmp_path: Path, family: str, levels: str) -> None:
     """rtt: the fault is Toxiproxy toxics; loss: an nft table of the worker's run on lo."""
     pbase = free_port_base(PORTS[0] + 250, PORTS[1], span=LAB_PORT_STRIDE + 14)
     lab_dir = tmp_path / "lab"
     labs = [Lab(lab_dir, pbase), Lab(lab_dir.with_name("lab-2"), pbase + LAB_PORT_STRIDE)]
-    matrix = [f"tests/{family}", *SCENARIOS[1:], f"--{family}", levels, "--concurrency", "1,4", "--queries", "300"]
+    # one faulted level per scenario at two concurrencies: a worker killed as its level is applied
+    # leaves that level's two cells broken (c=4, not 1: a 20 ms round trip per query costs less time)
+    matrix = [f"tests/{family}", *SCENARIOS[1:], f"--{family}", levels, "--concurrency", "4,8", "--queries", "300"]
     listed = _run("--collect-only", "-q", *matrix, timeout=300)
     every = {line.split("::")[-1] for line in listed.stdout.splitlines() if "::" in line}
-    assert len(every) == 12, listed.stdout
+    assert len(every) == 8, listed.stdout
     log = (tmp_path / "run.log").open("w")
     proc = subprocess.Popen(  # noqa: S603
         suite_cmd("-n", "2", "--labs", "2", *matrix, "--lab-dir", str(lab_dir), "--lab-port-base", str(pbase),

@@ -17,10 +17,10 @@ from wanbench.gate.outcome import Outcome, Reference, RunSummary, metric_name
 
 # ---------------------------------------------------------------- step 1
 
-#: a ``drop`` check's rule assumes a run's drop strays from the accepted runs' by about their
-#: spread: an A/A guard that moved more than this many of those spreads (and more than the
-#: budget) says the machine is noisier now than when they were accepted
-GUARD_Z = 3.0
+#: a ``drop`` check's run t-test assumes this run's QPS ratio strays from the accepted runs' as
+#: theirs stray from each other: an A/A guard whose ratio lies outside the two-sided prediction
+#: bound of that spread at this level says the machine is noisier now than the rule assumes
+GUARD_LEVEL = 0.99
 
 
 def _median(values: Sequence[float]) -> float:
@@ -359,17 +359,36 @@ def assess_cell(
 
 def with_guard(o: Outcome, guard: Mapping[str, float], accepted_drops: Sequence[float] = ()) -> Outcome:
     """A ``drop`` or ``level0`` outcome with the A/A guard's shift of its
-    metric and what its rule allows: the budget, and for a ``drop`` check
-    ``GUARD_Z`` times the spread of the accepted runs' drops
-    (``accepted_drops``) if that is more: the spread its run t-test assumes.
+    metric (a worsening, as ``drops_of`` gives it) and what its rule assumes
+    the machine's noise can do, as a relative change (``guard_allowed``):
+
+    * ``level0``: its budget (the rounds beside are assumed to differ by the fault alone);
+    * ``drop``: the ``GUARD_LEVEL`` prediction bound of the accepted runs'
+      ratios (``accepted_drops``, at least two): |log ratio| up to
+      t(df = n - 1) times their spread, since the run t-test takes that spread
+      as this run's noise. With fewer accepted runs the check cannot decide
+      anyway, and no guard is attached.
+
     Other checks are returned as they are."""
     shift = guard.get(o.check.metric)
     if o.check.kind not in ("drop", "level0") or shift is None or not math.isfinite(shift):
         return o
-    allowed = o.check.limit
-    if o.check.kind == "drop" and len(accepted_drops) >= 2:
-        allowed = max(allowed, GUARD_Z * statistics.stdev(accepted_drops))
-    return replace(o, guard_shift=shift, guard_allowed=allowed)
+    if o.check.kind == "level0":
+        return replace(o, guard_shift=shift, guard_allowed=o.check.limit)
+    logs = [log_ratio(d, o.check.higher_is_better) for d in accepted_drops]
+    logs = [v for v in logs if math.isfinite(v)]
+    if len(logs) < 2:
+        return o
+    n = len(logs)
+    # the guard's own ratio is 1 with no fault: its |log| against t times the runs' spread of theirs
+    bound = stats.student_t_ppf(0.5 + GUARD_LEVEL / 2, n - 1) * statistics.stdev(logs)
+    return replace(o, guard_shift=shift, guard_allowed=math.expm1(bound))
+
+
+def log_ratio(worsening: float, higher_is_better: bool) -> float:
+    """log(current / reference) of a worsening (``drops_of``); -inf when nothing is left."""
+    ratio = (1.0 - worsening) if higher_is_better else (1.0 + worsening)
+    return math.log(ratio) if ratio > 0 else -math.inf
 
 
 def with_drift(o: Outcome, drops: Sequence[float], *, min_runs: int) -> Outcome:

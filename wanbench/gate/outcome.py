@@ -156,8 +156,8 @@ class Outcome:
     drift_p: float = math.nan
     #: a ``drop`` or ``level0`` check of an interleaved run: by how much the A/A guard (the group's
     #: level-0 cell, its two alternating halves) moved this metric with no fault (``guard_shift``, a
-    #: fraction, either sign), and how much the check's rule assumes it may (``guard_allowed``:
-    #: the budget, or ``GUARD_Z`` times the spread of the accepted runs' drops if that is more)
+    #: worsening as ``drops_of`` gives it, either sign), and the relative change the check's rule
+    #: assumes the machine's noise may make (``guard_allowed``; ``wanbench.gate.assess.with_guard``)
     guard_shift: float = math.nan
     guard_allowed: float = math.nan
     status: str = ""
@@ -171,8 +171,12 @@ class Outcome:
 
     @property
     def guard_tripped(self) -> bool:
-        """The A/A guard moved more than this check's rule assumes the machine does."""
-        return math.isfinite(self.guard_shift) and abs(self.guard_shift) > self.guard_allowed
+        """The A/A guard moved more than this check's rule assumes the machine does
+        (compared as |log ratio|, so a rise and a fall of one size count alike)."""
+        if not math.isfinite(self.guard_shift):
+            return False
+        ratio = (1.0 - self.guard_shift) if self.check.higher_is_better else (1.0 + self.guard_shift)
+        return ratio <= 0 or abs(math.log(ratio)) > math.log1p(self.guard_allowed)
 
     @property
     def unit(self) -> str:
@@ -202,8 +206,8 @@ class Outcome:
             **({"drift": {"runs": self.drift_runs, "runs_missing": self.drift_runs_missing,
                           "sd_points": num(self.drift_sd * 100), "p": num(self.drift_p)}}
                if self.check.kind == "level0" else {}),
-            **({"guard": {"shift_points": num(self.guard_shift * 100),
-                          "allowed_points": num(self.guard_allowed * 100), "tripped": self.guard_tripped}}
+            **({"guard": {"shift_pct": num(self.guard_shift * 100),
+                          "allowed_pct": num(self.guard_allowed * 100), "tripped": self.guard_tripped}}
                if math.isfinite(self.guard_shift) else {}),
             "reason": self.reason,
             "message": self.message,

@@ -123,11 +123,13 @@ def _undecided_why(o: Outcome) -> tuple[str, str]:
 def _guard_text(o: Outcome) -> str:
     """Why the A/A guard leaves a check undecided."""
     name = metric_name(o.check.metric)
+    rule = ("its budget" if o.check.kind == "level0"
+            else "the spread of the accepted runs' drops (99 % bound)")
     return (
         f"but the machine is too noisy now: with no fault, this group's level-0 cell (its rounds alternated as "
         f"this cell's are) moved {name} by {abs(o.guard_shift) * 100:.1f} %, more than the "
-        f"{o.guard_allowed * 100:.1f} {'points' if o.check.kind == 'drop' else '%'} this check's rule allows it: "
-        "run the cell again when the machine is quieter, or let the gate repeat it (--gate-max-runs)"
+        f"{o.guard_allowed * 100:.1f} % {rule} allows: run the cell again when the machine is quieter, or let "
+        "the gate repeat it (--gate-max-runs)"
     )
 
 
