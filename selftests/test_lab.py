@@ -191,7 +191,7 @@ def test_write_latency_follows_rtt_while_reads_do_not(tmp_path: Path) -> None:
     """The seed's "TiKV write is RTT-sensitive, TiKV read is not", with real parts."""
     results = tmp_path / "rtt.json"
     res = run_suite("tests/rtt", "-k", "rtt and (replica_write or replica_read)", "--rtt", "0,50ms",
-                    "--concurrency", "10", "--rounds", "3", "--queries", "600", "--results-json", str(results),
+                    "--concurrency", "10", "--rounds", "2", "--queries", "400", "--results-json", str(results),
                     "--lab-dir", str(tmp_path / "lab"), "--lab-port-base", "23480")
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
     cells = {(c["scenario"], c["level"]["label"]): c for c in load_results(results)}
