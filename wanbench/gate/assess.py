@@ -18,8 +18,9 @@ from wanbench.gate.outcome import Outcome, Reference, RunSummary, metric_name
 # ---------------------------------------------------------------- step 1
 
 #: a ``drop`` check's run t-test assumes this run's QPS ratio strays from the accepted runs' as
-#: theirs stray from each other: an A/A guard whose ratio lies outside the two-sided prediction
-#: bound of that spread at this level says the machine is noisier now than the rule assumes
+#: theirs stray from each other: an A/A guard whose |log ratio| lies beyond the two-sided t bound
+#: (n - 1 degrees of freedom) of that spread at this level says the machine is noisier now than
+#: the rule assumes
 GUARD_LEVEL = 0.99
 
 
