@@ -376,7 +376,7 @@ def with_guard(o: Outcome, guard: Mapping[str, float], accepted_drops: Sequence[
         return o
     if o.check.kind == "level0":
         return replace(o, guard_shift=shift, guard_allowed=o.check.limit)
-    logs = [log_ratio(d, o.check.higher_is_better) for d in accepted_drops]
+    logs = [stats.log_ratio(d, o.check.higher_is_better) for d in accepted_drops]
     logs = [v for v in logs if math.isfinite(v)]
     if len(logs) < 2:
         return o
@@ -384,12 +384,6 @@ def with_guard(o: Outcome, guard: Mapping[str, float], accepted_drops: Sequence[
     # the guard's own ratio is 1 with no fault: its |log| against t times the runs' spread of theirs
     bound = stats.student_t_ppf(0.5 + GUARD_LEVEL / 2, n - 1) * statistics.stdev(logs)
     return replace(o, guard_shift=shift, guard_allowed=math.expm1(bound))
-
-
-def log_ratio(worsening: float, higher_is_better: bool) -> float:
-    """log(current / reference) of a worsening (``drops_of``); -inf when nothing is left."""
-    ratio = (1.0 - worsening) if higher_is_better else (1.0 + worsening)
-    return math.log(ratio) if ratio > 0 else -math.inf
 
 
 def with_drift(o: Outcome, drops: Sequence[float], *, min_runs: int) -> Outcome:

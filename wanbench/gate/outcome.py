@@ -11,6 +11,7 @@ from typing import Any
 
 from wanbench.gate.budgets import CellKey, Check
 from wanbench.gate.integrity import Problem
+from wanbench.gate.stats import log_ratio
 from wanbench.results import finite_or_none
 
 PASS = "pass"
@@ -175,8 +176,7 @@ class Outcome:
         (compared as |log ratio|, so a rise and a fall of one size count alike)."""
         if not math.isfinite(self.guard_shift):
             return False
-        ratio = (1.0 - self.guard_shift) if self.check.higher_is_better else (1.0 + self.guard_shift)
-        return ratio <= 0 or abs(math.log(ratio)) > math.log1p(self.guard_allowed)
+        return abs(log_ratio(self.guard_shift, self.check.higher_is_better)) > math.log1p(self.guard_allowed)
 
     @property
     def unit(self) -> str:

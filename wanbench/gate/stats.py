@@ -41,6 +41,13 @@ class MannWhitney:
     method: str  # exact | enumeration | normal
 
 
+def log_ratio(worsening: float, higher_is_better: bool) -> float:
+    """log(current / reference) of a worsening (``wanbench.gate.baseline.worsening``,
+    ``drops_of``); -inf when nothing of the reference is left."""
+    ratio = (1.0 - worsening) if higher_is_better else (1.0 + worsening)
+    return math.log(ratio) if ratio > 0 else -math.inf
+
+
 def median(values: Sequence[float]) -> float:
     return statistics.median(values) if values else math.nan
 
