@@ -274,3 +274,46 @@ def test_interleaved_cells_get_the_same_verdict_in_pytest_and_compare(tmp_path: 
     assert abs(level0.worse) < 0.01, "beside its own level 0 a replica read loses nothing"
     assert read.status != "regression"
     assert in_pytest["rtt/primary/50ms/c=8/proxy/probe_read"] == "regression"  # 80 % down beside, not 50 %
+
+
+def test_an_interleaved_cell_stops_early_only_on_the_verdict_its_end_would_give(tmp_path: Path) -> None:
+    """``Gate.settled`` (the early stop): two pairs of five, judged by the
+    session's rules with the accepted runs' within-run spread around them."""
+    from wanbench.gate.baseline import cell_key
+    from wanbench.gate.budget_file import default_budgets_path, load_budgets
+    from wanbench.interleave import Interleaved
+    from wanbench.pytest_plugin.gate import Gate
+
+    def partial(tag: str, factor: float, pairs: int) -> CellResult:
+        full = interleaved("primary", tag, factor, tag)
+        rec = full.workload.extra["interleave"]
+        beside = WorkloadResult("probe_read", 8, tuple(Round.from_json(r) for r in rec["reference"]["rounds"][:pairs]),
+                                full.workload.latency_ms)
+        faulted = WorkloadResult("probe_read", 8, full.workload.rounds[:pairs], full.workload.latency_ms)
+        full.workload = Interleaved(faulted, beside, (True, False, False, True)[: 2 * pairs]).result()
+        return full
+
+    fp = Fingerprint.from_context(CTX)
+    budgets = load_budgets(default_budgets_path("lab"), profile="lab")
+    empty = Gate(budgets, BaselineStore(tmp_path / "none"), fp, cells_planned=2)
+    assert empty.settled(partial("same16-base", 0.2, 2), planned=5) is None, "no accepted runs: all rounds run"
+    store = BaselineStore(tmp_path / "store")
+    for i in range(11, 16):
+        store.save(fp, [cell("primary", "0ms", f"same{i}-base"), interleaved("primary", f"same{i}-base", 0.5,
+                                                                            f"same{i}-base")],
+                   accepted_at=f"2026-11-2{i - 10}T10:00:00+00:00")
+    gate = Gate(budgets, store, fp, cells_planned=2)
+    gate.judge_cell(cell("primary", "0ms", "same16-base"))
+    slow = partial("same16-base", 0.2, 2)  # 80 % below level 0 where the accepted runs lost 50 %
+    done = gate.settled(slow, planned=5)
+    assert done is not None
+    assert done.status == "regression"
+    assert (done.pairs, done.planned) == (2, 5)
+    assert gate.settled(slow, planned=2) is None, "no pairs left"
+    fresh = Gate(budgets, store, fp, cells_planned=2)
+    fresh.judge_cell(cell("primary", "0ms", "same16-base"))
+    assert fresh.judge_cell(slow).status == "regression", "what the cell's end gives on the rounds it ran"
+    for tag in ("same17-base", "same18-base", "same19-base"):
+        same = partial(tag, 0.5, 2)  # the accepted runs' own drop: undecided on two pairs, so it goes on
+        assert gate.settled(same, planned=5) is None, cell_key(same).id
+        assert fresh.judge_cell(same).status == "inconclusive"

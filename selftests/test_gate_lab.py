@@ -87,3 +87,38 @@ def test_a_real_handicap_of_more_than_20_percent_is_a_regression(kept_lab: Lab, 
     assert drop > 0.20, f"the handicap cost only {drop:.1%}: not the 20 % this test is about"
     assert slow.returncode == 1, slow.stdout[-4000:]
     assert "[regression] replica_read rtt=0ms c=10: QPS" in slow.stdout, slow.stdout[-4000:]
+
+
+def test_a_decided_cell_stops_early_and_no_early_stop_runs_every_pair(kept_lab: Lab, tmp_path: Path) -> None:
+    """Early stop (docs/gate.md): against an accepted run, a cell whose
+    QPS and latency checks are decided whatever its last pairs do ends after
+    its first ABBA block; ``--no-early-stop`` runs them all. The run being
+    accepted has nothing to judge against and runs every pair."""
+    store = tmp_path / "store"
+    matrix = ("--scenario", "replica_write", "--rtt", "0,40ms", "--concurrency", "8", "--rounds", "4",
+              "--queries", "300", "--round-cap", "1s")
+
+    def pairs(path: Path) -> dict[str, tuple[int, dict]]:
+        cells = json.loads(path.read_text())["results"]
+        return {c["test_id"]: (len(c["rounds"]), c["workload_extra"]["interleave"].get("early_stop") or {})
+                for c in cells}
+
+    saved = run_suite(*common(kept_lab, store, *matrix, "--baseline-save", "--results-json",
+                              str(tmp_path / "saved.json")), timeout=600)
+    assert saved.returncode == 0, saved.stdout[-3000:]
+    assert {n for n, _stop in pairs(tmp_path / "saved.json").values()} == {4}
+    gated = run_suite(*common(kept_lab, store, *matrix, "--results-json", str(tmp_path / "gated.json")), timeout=600)
+    assert gated.returncode == 0, gated.stdout[-3000:]
+    stopped = {t: stop for t, (n, stop) in pairs(tmp_path / "gated.json").items() if n == 2}
+    assert stopped, gated.stdout[-3000:]  # one accepted run: QPS checks advisory, every cell passes as it stands
+    for test_id, stop in stopped.items():
+        assert (stop["pairs"], stop["planned_pairs"]) == (2, 4), stop
+        assert f"{test_id}: stopped after 2 of 4 pairs" in gated.stdout
+        verdict = next(c for c in json.loads((tmp_path / "gated.json").read_text())["results"]
+                       if c["test_id"] == test_id)["verdict"]
+        assert verdict["status"] == stop["status"], (verdict["message"], stop)
+    full = run_suite(*common(kept_lab, store, *matrix, "--no-early-stop", "--results-json",
+                             str(tmp_path / "full.json")), timeout=600)
+    assert full.returncode == 0, full.stdout[-3000:]
+    assert {n for n, _stop in pairs(tmp_path / "full.json").values()} == {4}
+    assert "stopped after" not in full.stdout

@@ -19,6 +19,12 @@ tables' numbers) and the reference rounds beside them
 The fault's own switch is the cluster's: ``Cluster.suspend`` /
 ``Cluster.resume`` (the lab: Toxiproxy toxics, tc or nft rules on ``lo``;
 TiDB: the tc rules on every host of the plan), each verified.
+
+A cell may stop early: after each whole ABBA block, while pairs are left,
+the switch's ``enough`` (the gate's ``wanbench.gate.curtail`` rule, given
+by the ``run_workload`` fixture) is asked whether the pairs left could
+still change the cell's verdict; when they could not, the cell ends there
+and its record says so (``early_stop``).
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from wanbench.results import WorkloadResult
 
@@ -39,7 +45,27 @@ T = TypeVar("T")
 class Switch(Protocol):
     """Puts the cell's fault in place (True) or lifts it (False), verified."""
 
-    def __call__(self, faulted: bool) -> None: ...
+    def __call__(self, faulted: bool, /) -> None: ...
+
+
+class Enough(Protocol):
+    """Whether a cell may stop: (faulted rounds so far, the level-0 rounds
+    beside them, the pairs planned) -> why it may (a JSON-able record with
+    a ``why``), or None to go on."""
+
+    def __call__(self, faulted: WorkloadResult, reference: WorkloadResult, planned: int
+                 ) -> Mapping[str, Any] | None: ...
+
+
+@dataclass(frozen=True)
+class CellSwitch:
+    """A cell's fault switch with the rule that may end its rounds early."""
+
+    toggle: Switch
+    enough: Enough | None = None
+
+    def __call__(self, faulted: bool) -> None:
+        self.toggle(faulted)
 
 
 def schedule(rounds: int) -> list[bool]:
@@ -96,6 +122,8 @@ class Interleaved:
     faulted: WorkloadResult
     reference: WorkloadResult
     plan: tuple[bool, ...]
+    #: why the cell ended before its planned rounds (``Enough``), else empty
+    early_stop: Mapping[str, Any] | None = None
 
     def result(self) -> WorkloadResult:
         """The cell's result: the faulted rounds as its rounds, the reference beside them."""
@@ -108,6 +136,8 @@ class Interleaved:
                           "errors": ref.errors, "client": dict(ref.client)},
             **paired(rounds_a, rounds_b),
         }
+        if self.early_stop:
+            record["early_stop"] = dict(self.early_stop)
         return WorkloadResult(
             workload=f.workload, concurrency=f.concurrency, rounds=f.rounds, latency_ms=f.latency_ms,
             errors=f.errors, errors_by_code=f.errors_by_code, ignored_errors=f.ignored_errors,
@@ -116,33 +146,58 @@ class Interleaved:
         )
 
 
-def interleave_rounds(rounds: int, switch: Switch, run_round: Callable[[bool, int, int], T]
-                      ) -> tuple[list[T], list[T], tuple[bool, ...]]:
+@dataclass
+class Run(Generic[T]):
+    """What ``interleave_rounds`` ran."""
+
+    faulted: list[T]
+    reference: list[T]
+    #: the order run (True: under the fault)
+    plan: tuple[bool, ...]
+    #: why it ended before its planned rounds (``Enough``), else None
+    early_stop: Mapping[str, Any] | None = None
+
+
+def interleave_rounds(rounds: int, switch: Switch, run_round: Callable[[bool, int, int], T],
+                      merge: Callable[[Sequence[T]], WorkloadResult] | None = None) -> Run[T]:
     """Run ``rounds`` faulted rounds and as many reference rounds in ABBA
     order: ``run_round(faulted, index, total)`` runs one round, whatever an
-    engine calls a round. Returns (faulted rounds, reference rounds, the
-    order run). The fault is in place again when this returns or raises (the
-    rounds that follow, other concurrencies of the level, run under it)."""
+    engine calls a round. The fault is in place again when this returns or
+    raises (the rounds that follow, other concurrencies of the level, run
+    under it).
+
+    When the switch carries an ``enough`` rule (``CellSwitch``) and
+    ``merge`` turns an engine's rounds into a result, the rule is asked
+    after each whole ABBA block while pairs are left, and the rounds end
+    when it says so."""
     plan = schedule(rounds)
+    enough = getattr(switch, "enough", None) if merge is not None else None
     done: dict[bool, list[T]] = {True: [], False: []}
     state = True  # the level is applied when the cell starts
+    stop: Mapping[str, Any] | None = None
+    ran = 0
     try:
         for i, faulted in enumerate(plan, start=1):
             if faulted != state:
                 switch(faulted)
                 state = faulted
             done[faulted].append(run_round(faulted, i, len(plan)))
+            ran = i
+            if enough is not None and merge is not None and i % 4 == 0 and i < len(plan):
+                stop = enough(merge(done[True]), merge(done[False]), rounds)
+                if stop:
+                    break
     finally:
         if not state:
             switch(True)
-    return done[True], done[False], tuple(plan)
+    return Run(done[True], done[False], tuple(plan[:ran]), stop)
 
 
 def run_interleaved(rounds: int, switch: Switch, run_round: Callable[[bool, int, int], T],
                     merge: Callable[[Sequence[T]], WorkloadResult]) -> Interleaved:
     """``interleave_rounds``, each side merged into one result (``merge``)."""
-    faulted, reference, plan = interleave_rounds(rounds, switch, run_round)
-    return Interleaved(merge(faulted), merge(reference), plan)
+    run = interleave_rounds(rounds, switch, run_round, merge)
+    return Interleaved(merge(run.faulted), merge(run.reference), run.plan, run.early_stop)
 
 
 def reference_rounds(cell: Mapping[str, Any]) -> list[dict[str, Any]]:

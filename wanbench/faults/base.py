@@ -34,6 +34,12 @@ _BASELINE_LABEL = {FaultKind.DELAY: "0ms", FaultKind.RATE: "nolimit", FaultKind.
 LEVEL0_LABELS = frozenset(_BASELINE_LABEL.values())
 
 
+def level0_label(family: str) -> str | None:
+    """``0ms`` for ``rtt``: how the family's level 0 is labelled; None for a family without levels."""
+    kind = FAMILY_KIND.get(family)
+    return _BASELINE_LABEL[kind] if kind is not None else None
+
+
 @dataclass(frozen=True, order=True)
 class Level:
     """One fault level. ``value == 0`` is the baseline (no fault).

@@ -240,6 +240,24 @@ def samples_of(cell: CellResult | Mapping[str, Any]) -> Samples:
     return {k: v for k, v in out.items() if v}
 
 
+def within_run_spread(runs: Sequence[Samples]) -> dict[str, tuple[float, int]]:
+    """Per metric, the pooled sd of log(round value) around each run's own
+    mean, with its degrees of freedom (rounds less one per run): how far one
+    round of a run strays from the others, whatever the machine's speed that
+    day. Metrics with a value of 0 or less, or no run of two rounds, have none."""
+    sums: dict[str, float] = {}
+    dfs: dict[str, int] = {}
+    for samples in runs:
+        for metric, values in samples.items():
+            logs = [math.log(v) for v in values if v > 0 and math.isfinite(v)]
+            if len(logs) < 2 or len(logs) != len(values):
+                continue
+            mean = statistics.fmean(logs)
+            sums[metric] = sums.get(metric, 0.0) + sum((x - mean) ** 2 for x in logs)
+            dfs[metric] = dfs.get(metric, 0) + len(logs) - 1
+    return {m: (math.sqrt(sums[m] / dfs[m]), dfs[m]) for m in sums}
+
+
 def summary_of(samples: Samples) -> dict[str, float]:
     """One value per metric for a whole run: the median of its rounds. The
     run, not the round, is what the gate replicates."""
@@ -285,6 +303,9 @@ class BaselineCell:
     run_drops: Mapping[str, list[float]] = field(default_factory=dict)
     #: per census metric, each accepted run's value (``wanbench.census``)
     run_census: Mapping[str, list[float]] = field(default_factory=dict)
+    #: per metric, how much the rounds of one accepted run differ: the pooled
+    #: within-run sd of log(round value) and its degrees of freedom (``within_run_spread``)
+    within: Mapping[str, tuple[float, int]] = field(default_factory=dict)
 
     def describe(self) -> str:
         """``baseline 2026-11-20 mariadb 10.11.19`` for verdict messages."""
@@ -311,9 +332,11 @@ class BaselineFile:
         medians: dict[str, list[float]] = {}
         drops: dict[str, list[float]] = {}
         census: dict[str, list[float]] = {}
+        per_run: list[Samples] = []
         for run in holding:
             entry = run["cells"][key.id]
             samples = {m: [float(v) for v in vals] for m, vals in entry.get("samples", {}).items()}
+            per_run.append(samples)
             for metric, vals in samples.items():
                 pooled.setdefault(metric, []).extend(vals)
             summary = entry.get("summary") or summary_of(samples)
@@ -328,6 +351,7 @@ class BaselineFile:
         return BaselineCell(
             key, pooled, len(holding), str(newest.get("accepted_at", "")),
             dict(newest.get("versions", {})), str(newest.get("release", "")), medians, drops, census,
+            within_run_spread(per_run),
         )
 
     def versions(self) -> Mapping[str, Any]:

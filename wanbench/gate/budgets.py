@@ -35,11 +35,12 @@ the line and the reason, before anything runs.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from wanbench.faults.base import FAMILY_KIND, LEVEL0_LABELS
+from wanbench.faults.base import FAMILY_KIND, LEVEL0_LABELS, level0_label
 from wanbench.results import YCSB_OPS
 
 #: metric -> True when higher is better
@@ -102,6 +103,12 @@ class CellKey:
     def is_level0(self) -> bool:
         """The fault family's level 0: the reference of ``level0`` and ``drop`` checks."""
         return self.level in LEVEL0_LABELS
+
+    @property
+    def level0_key(self) -> CellKey | None:
+        """The cell of the same group at the family's level 0 (None: the family has no levels)."""
+        label = level0_label(self.family)
+        return None if label is None else dataclasses.replace(self, level=label)
 
     @property
     def level0_group(self) -> tuple[str, str, int, str, str]:

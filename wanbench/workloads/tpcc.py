@@ -194,16 +194,15 @@ def run(conn: SqlTarget, opts: TpccOptions, *, checks: bool = True, rounds: int 
     cores = usable_cores(conn.client_cpus)
     if switch is None:
         done = [_one_round(conn, opts, window) for _ in range(max(1, rounds))]
-        beside: list[_RoundRun] = []
-        plan: tuple[bool, ...] = ()
-    else:
-        done, beside, plan = interleave_rounds(
-            max(1, rounds), switch, lambda faulted, _i, _n: _one_round(conn, opts, window if faulted else None))
+        check_results = [c.to_json() for c in run_checks(conn)] if checks else []
+        return to_workload_result(done, opts, checks=check_results, cores=cores)
+    ran = interleave_rounds(
+        max(1, rounds), switch, lambda faulted, _i, _n: _one_round(conn, opts, window if faulted else None),
+        lambda rs: to_workload_result(rs, opts, checks=[], cores=cores))
     check_results = [c.to_json() for c in run_checks(conn)] if checks else []
-    result = to_workload_result(done, opts, checks=check_results, cores=cores)
-    if not plan:
-        return result
-    return Interleaved(result, to_workload_result(beside, opts, checks=[], cores=cores), plan).result()
+    result = to_workload_result(ran.faulted, opts, checks=check_results, cores=cores)
+    reference = to_workload_result(ran.reference, opts, checks=[], cores=cores)
+    return Interleaved(result, reference, ran.plan, ran.early_stop).result()
 
 
 def _round(r: _RoundRun) -> Round:

@@ -309,11 +309,11 @@ def run(conn: SqlTarget, opts: YcsbOptions, *, rounds: int = 1, checks: bool = T
     if switch is None:
         done = [one(window) for _ in range(max(1, rounds))]
         return to_workload_result(done, opts, checks=check_results, load_result=load_result, cores=cores)
-    done, beside, plan = interleave_rounds(max(1, rounds), switch,
-                                           lambda faulted, _i, _n: one(window if faulted else None))
-    result = to_workload_result(done, opts, checks=check_results, load_result=load_result, cores=cores)
-    reference = to_workload_result(beside, opts, checks=[], load_result=load_result, cores=cores)
-    return Interleaved(result, reference, plan).result()
+    ran = interleave_rounds(max(1, rounds), switch, lambda faulted, _i, _n: one(window if faulted else None),
+                            lambda rs: to_workload_result(rs, opts, checks=[], load_result=load_result, cores=cores))
+    result = to_workload_result(ran.faulted, opts, checks=check_results, load_result=load_result, cores=cores)
+    reference = to_workload_result(ran.reference, opts, checks=[], load_result=load_result, cores=cores)
+    return Interleaved(result, reference, ran.plan, ran.early_stop).result()
 
 
 
