@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import pytest
 
 from wanbench.gate.baseline import within_run_spread
-from wanbench.gate.curtail import margins, moved, settled
+from wanbench.gate.curtail import Standing, margins, moved, settled
 from wanbench.gate.stats import student_t_ppf
 from wanbench.interleave import KEY, CellSwitch, interleave_rounds, run_interleaved
 from wanbench.results import Latency, Round, WorkloadResult
@@ -47,32 +47,50 @@ def test_moving_the_bad_way_lowers_qps_and_raises_latency() -> None:
     assert worse["error_rate"] == better["error_rate"] == [0.0]
 
 
-def test_a_cell_settles_only_when_all_three_judgements_agree_on_a_decided_verdict() -> None:
+def by_threshold(samples: dict[str, list[float]], reference: dict[str, list[float]]) -> list[Standing]:
+    """A drop check of runs (regression under 90) and one of rounds, undecided under 40."""
+    qps = samples["qps"][0]
+    return [Standing("drop qps", "regression" if qps < 90 else "pass"),
+            Standing("level0 qps", "inconclusive" if qps < 40 else "pass", per_run=False)]
+
+
+def test_a_cell_settles_only_when_every_check_stands_the_same_in_all_three_judgements() -> None:
     within = {"qps": (0.05, 10)}
-
-    def by_threshold(samples: dict[str, list[float]], reference: dict[str, list[float]]) -> str:
-        return "regression" if samples["qps"][0] < 90 else "pass"
-
-    far = settled(by_threshold, {"qps": [50.0]}, {}, within=within, reference_within={}, done=2, planned=4)
+    far = settled(by_threshold, {"qps": [70.0]}, {}, within=within, reference_within={}, done=2, planned=4)
     assert far is not None
-    assert far.status == "regression"
+    assert far.to_json()["checks"] == {"drop qps": "regression", "level0 qps": "pass"}
     assert far.to_json()["planned_pairs"] == 4
-    assert "pair(s) left" in far.why()
+    assert "1 regression, 1 pass" in far.why()
+    assert "2 pair(s) left" in far.why()
     # 92 is within the margin of the threshold: the rounds left could make it a regression
     assert settled(by_threshold, {"qps": [92.0]}, {}, within=within, reference_within={}, done=2, planned=4) is None
-    assert settled(lambda s, r: "inconclusive", {"qps": [50.0]}, {}, within=within, reference_within={},
+    # a check of rounds left undecided: more rounds could decide it
+    assert settled(by_threshold, {"qps": [20.0]}, {}, within=within, reference_within={}, done=2, planned=4) is None
+    # a check of runs left undecided stands: rounds do not add accepted runs
+    few = settled(lambda s, r: [Standing("drop qps", "inconclusive", "TOO_FEW_BASELINE_RUNS")], {"qps": [50.0]}, {},
+                  within=within, reference_within={}, done=2, planned=4)
+    assert few is not None
+    assert "1 inconclusive (TOO_FEW_BASELINE_RUNS)" in few.why()
+    # nothing left to run, no spread known, or no check: the rule has nothing to say
+    assert settled(by_threshold, {"qps": [70.0]}, {}, within=within, reference_within={}, done=4, planned=4) is None
+    assert settled(by_threshold, {"qps": [70.0]}, {}, within={}, reference_within={}, done=2, planned=4) is None
+    assert settled(lambda s, r: [], {"qps": [70.0]}, {}, within=within, reference_within={}, done=2, planned=4) is None
+
+
+def test_looking_worse_is_part_of_where_a_check_stands() -> None:
+    def looks(samples: dict[str, list[float]], reference: dict[str, list[float]]) -> list[Standing]:
+        return [Standing("baseline qps", "inconclusive", "RUNS_TOO_NOISY", looks_worse=samples["qps"][0] < 95)]
+
+    assert settled(looks, {"qps": [100.0]}, {}, within={"qps": (0.05, 10)}, reference_within={},
                    done=2, planned=4) is None
-    # nothing left to run, or no spread known: the rule has nothing to say
-    assert settled(by_threshold, {"qps": [50.0]}, {}, within=within, reference_within={}, done=4, planned=4) is None
-    assert settled(by_threshold, {"qps": [50.0]}, {}, within={}, reference_within={}, done=2, planned=4) is None
 
 
 def test_the_level0_rounds_beside_are_moved_the_other_way() -> None:
     seen: list[tuple[float, float]] = []
 
-    def record(samples: dict[str, list[float]], reference: dict[str, list[float]]) -> str:
+    def record(samples: dict[str, list[float]], reference: dict[str, list[float]]) -> list[Standing]:
         seen.append((samples["qps"][0], reference["qps"][0]))
-        return "pass"
+        return [Standing("drop qps", "pass")]
 
     settled(record, {"qps": [100.0]}, {"qps": [1000.0]}, within={"qps": (0.05, 10)},
             reference_within={"qps": (0.02, 10)}, done=2, planned=4)

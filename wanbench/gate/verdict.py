@@ -81,8 +81,8 @@ from wanbench.gate.render import _context, _drift_text, _fmt, _fmt_change, _guar
 __all__ = [
     "BROKEN", "FAILING", "IMPROVEMENT", "INCOMPARABLE", "INCONCLUSIVE", "NO_BASELINE", "PASS", "PRIORITY",
     "R_CENSUS_BEYOND", "REGRESSION", "Judge", "Outcome", "Pending", "Reference", "RunSummary", "Verdict",
-    "assess", "assess_cell", "assess_runs", "correct", "correct_online", "decide", "is_undecided", "metric_name",
-    "with_drift",
+    "assess", "assess_cell", "assess_runs", "correct", "correct_online", "decide", "is_undecided", "looks_worse",
+    "metric_name", "with_drift",
 ]
 
 
