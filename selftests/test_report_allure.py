@@ -51,6 +51,10 @@ def test_rtt(request, scenario, level, conc):
     cell = dataclasses.replace(cell, started=os.environ["REPORT_TEST_STARTED"],
                                extra={**cell.extra, "run_id": os.environ["REPORT_TEST_STARTED"],
                                       "endpoint": "127.0.0.1:26302"})
+    if (scenario, level, conc) == ("replica_read", 200, 100):  # an interleaved cell that stopped early
+        stop = {"pairs": 2, "planned_pairs": 3, "checks": {"drop qps": "pass"}, "why": "pass whatever"}
+        cell = dataclasses.replace(cell, workload=dataclasses.replace(
+            cell.workload, extra={**cell.workload.extra, "interleave": {"early_stop": stop}}))
     if cell.fault:  # a careless mechanism note that quotes a DSN: must be redacted
         dsn = "mysql://wb:" + os.environ["REPORT_TEST_SECRET"] + "@127.0.0.1"
         cell = dataclasses.replace(cell, fault={**cell.fault, "dsn": dsn})
@@ -155,6 +159,11 @@ def test_every_test_has_parameters_csv_and_charts(two_runs: dict[str, Path]) -> 
             assert not params[name]["excluded"]
         assert params["started"]["excluded"]
         assert params["run id"]["excluded"]
+        if tr["name"] == "replica_read rtt=200ms c=100":
+            assert params["pairs"]["value"] == "'2 of 3 (early stop)'"  # allure-pytest quotes strings
+            assert params["pairs"]["excluded"]  # how many ran is no part of the test's history id
+        else:
+            assert "pairs" not in params
         labels = {(lb["name"], lb["value"]) for lb in tr["labels"]}
         assert ("parentSuite", "rtt") in labels
         kinds = [s["link"]["contentType"] for s in tr["steps"] if s.get("type") == "attachment"]

@@ -255,6 +255,9 @@ def attach_cell(
     for name, value in run_specific:
         if value:
             allure.dynamic.parameter(name, redact(str(value)), excluded=True)
+    stop = (cell.workload.extra.get("interleave") or {}).get("early_stop")
+    if stop:  # docs/gate.md, early stop
+        allure.dynamic.parameter("pairs", f"{stop['pairs']} of {stop['planned_pairs']} (early stop)", excluded=True)
     heartbeat = cell.extra.get("heartbeat")
     if heartbeat:
         from wanbench.heartbeat_numbers import summary_line
