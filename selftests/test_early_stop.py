@@ -5,15 +5,16 @@ run's value, and ``interleave_rounds`` ending a cell when told to."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import pytest
 
+from selftests.test_interleave import merge
+from selftests.test_interleave import one_round as interleave_round
 from wanbench.gate.baseline import within_run_spread
 from wanbench.gate.curtail import Standing, margins, moved, settled
 from wanbench.gate.stats import student_t_ppf
 from wanbench.interleave import KEY, CellSwitch, interleave_rounds, run_interleaved
-from wanbench.results import Latency, Round, WorkloadResult
+from wanbench.results import WorkloadResult
 
 
 def test_the_within_run_spread_pools_each_run_about_its_own_mean() -> None:
@@ -102,13 +103,7 @@ def test_the_level0_rounds_beside_are_moved_the_other_way() -> None:
 
 
 def one_round(qps: float) -> WorkloadResult:
-    rnd = Round(seconds=1.0, queries=int(qps), qps=qps, latency_ms=Latency(avg=1.0, p95=1.2))
-    return WorkloadResult("probe_write", 10, (rnd,), rnd.latency_ms)
-
-
-def merge(parts: Sequence[WorkloadResult]) -> WorkloadResult:
-    rounds = tuple(r for p in parts for r in p.rounds)
-    return WorkloadResult(parts[0].workload, parts[0].concurrency, rounds, rounds[0].latency_ms)
+    return interleave_round(qps, 1.0)
 
 
 def test_interleave_rounds_asks_after_each_whole_abba_block_and_stops_when_told() -> None:
