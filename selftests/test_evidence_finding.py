@@ -8,7 +8,7 @@ import pytest
 from wanbench.errors import ConfigError
 from wanbench.evidence.collect import Snapshot, evidence_from_windows
 from wanbench.evidence.finding import Point, find_knee, finding_for, findings
-from wanbench.evidence.readers import ProcInfo, parse_ss, read_cpu_ticks
+from wanbench.evidence.readers import ProcInfo, open_connections, parse_proc_tcp, parse_ss, read_cpu_ticks
 from wanbench.fixtures.evidence import evidence_line, parse_cpu_limits
 from wanbench.report.evidence import cpu_qps_chart, evidence_html
 from wanbench.results import CellResult, Latency, Round, WorkloadResult
@@ -20,6 +20,42 @@ SS = """0      0      127.0.0.1:23401 127.0.0.1:52598
 0      0      127.0.0.1:23401 127.0.0.1:52600
 \t bbr bytes_acked:200 bytes_received:1000
 """
+
+
+#: /proc/net/tcp as the kernel writes it: a listener on 23526 (0x5BE6), an open connection to
+#: it, one whose client closed (CLOSE_WAIT, the server has not), one the server closed (FIN_WAIT2),
+#: and the client side of the open one (local port 0xC350, not the server's)
+PROC_TCP = """  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:5BE6 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1 0 100 0 0 10 0
+   1: 0100007F:5BE6 0100007F:C350 01 00000000:00000000 00:00000000 00000000     0        0 2 1 0 20 4 30 10 -1
+   2: 0100007F:5BE6 0100007F:C351 08 00000000:00000000 00:00000000 00000000     0        0 3 1 0 20 4 30 10 -1
+   3: 0100007F:5BE6 0100007F:C352 05 00000000:00000000 00:00000000 00000000     0        0 4 1 0 20 4 30 10 -1
+   4: 0100007F:C350 0100007F:5BE6 01 00000000:00000000 00:00000000 00000000     0        0 5 1 0 20 4 30 10 -1
+"""
+
+
+def test_proc_tcp_counts_the_connections_a_server_has_not_closed() -> None:
+    assert parse_proc_tcp(PROC_TCP, {"primary": 23526, "replica": 23527}) == {"primary": 2, "replica": 0}
+
+
+def test_open_connections_reads_the_kernel_as_connections_open_and_close() -> None:
+    """Real loopback sockets: what the end of an evidence window waits on."""
+    import socket
+
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    clients = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
+    accepted = [server.accept()[0] for _ in clients]
+    try:
+        assert open_connections({"primary": port}) == {"primary": 3}
+        accepted[0].close()  # the server ends one (a COM_QUIT answered): no longer counted
+        clients[1].close()  # a client leaves and the server has not noticed: still the server's
+        assert open_connections({"primary": port}) == {"primary": 2}
+        accepted[1].close()
+        assert open_connections({"primary": port}) == {"primary": 1}
+    finally:
+        for s in (*clients, *accepted, server):
+            s.close()
 
 
 def test_parse_ss_keeps_sockets_on_link_ports_only() -> None:

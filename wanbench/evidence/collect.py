@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from wanbench.errors import InfrastructureError
-from wanbench.evidence.readers import LinkBytes, ProcInfo, read_cpu_ticks, read_proc
+from wanbench.evidence.readers import LinkBytes, ProcInfo, open_connections, read_cpu_ticks, read_proc
 
 #: SHOW GLOBAL STATUS counters kept (all only grow, so two reads give a delta)
 POLL_S = 1.0
@@ -131,16 +131,15 @@ class LabProbe:
         return logged != applied
 
     def clients(self) -> dict[str, int]:
-        """Connections of the workload's user per server (the load
-        generator's, through the proxy or not; never the admin's)."""
-        out: dict[str, int] = {}
-        for server in ("primary", "replica"):
-            with self.lab.admin(server) as conn:
-                cur = conn.cursor()
-                cur.execute("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = %s",
-                            (self.lab.credentials.user,))
-                out[server] = int(cur.fetchone()[0])
-        return out
+        """TCP connections per server that it has not closed yet: the load
+        generator's (through the proxy or not) and the replication's, never
+        the admin's (a UNIX socket). Read from the kernel's socket tables, not
+        asked of the servers: the end of a window polls this until the load's
+        connections are closed, and a ``PROCESSLIST`` query per poll did
+        handler work the census counted (+0.07 to +0.22 handler calls per
+        operation in a 1000-operation window, as many as the polls)."""
+        return open_connections({c.name: c.ports[0] for c in self.lab.topology.components
+                                 if c.name in ("primary", "replica") and c.ports})
 
     def snapshot(self, full: bool = True) -> Snapshot:
         procs: dict[str, ProcInfo] = {}

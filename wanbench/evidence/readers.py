@@ -105,6 +105,43 @@ def read_sockets(ports: Mapping[int, str]) -> dict[SocketKey, tuple[int, int]]:
     return parse_ss(res.stdout, ports) if res.returncode == 0 else {}
 
 
+#: /proc/net/tcp states of a connection its server side has not closed: ESTABLISHED, CLOSE_WAIT
+_NOT_CLOSED = ("01", "08")
+TCP_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
+
+
+def parse_proc_tcp(text: str, ports: Mapping[str, int]) -> dict[str, int]:
+    """Per server (name -> its listening port), the connections to that port
+    its side has not closed yet, in one ``/proc/net/tcp`` table's text."""
+    by_port = {port: name for name, port in ports.items()}
+    out = dict.fromkeys(ports, 0)
+    for line in text.splitlines()[1:]:
+        fields = line.split()
+        if len(fields) < 4 or ":" not in fields[1]:
+            continue
+        name = by_port.get(int(fields[1].rsplit(":", 1)[1], 16))
+        if name is not None and fields[3] in _NOT_CLOSED:
+            out[name] += 1
+    return out
+
+
+def open_connections(ports: Mapping[str, int], tables: tuple[str, ...] = TCP_TABLES) -> dict[str, int]:
+    """Per server, the TCP connections it has not closed yet, read from the
+    kernel's socket tables: unlike asking the server (a ``PROCESSLIST``
+    query does handler work, which the census counts), it costs the server
+    nothing."""
+    out = dict.fromkeys(ports, 0)
+    for table in tables:
+        try:
+            with open(table, encoding="ascii") as fh:
+                text = fh.read()
+        except OSError:
+            continue
+        for name, n in parse_proc_tcp(text, ports).items():
+            out[name] += n
+    return out
+
+
 class LinkBytes:
     """Bytes through each link since this object was made, as a counter that
     only grows: TCP counters die with their socket (sysbench closes its
