@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,15 @@ from typing import Any
 from wanbench.procs import proc_state
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def as_at_a_terminal() -> None:
+    """``preexec_fn`` of a child that a test then Ctrl-C's: SIGINT as a
+    terminal's shell leaves it. A runner started in the background of a
+    non-interactive shell (``cmd &``, as CI launchers may do) has SIGINT
+    ignored, every child inherits that, and Python then never raises
+    KeyboardInterrupt: the test would measure how it was launched."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def suite_cmd(*args: str) -> list[str]:

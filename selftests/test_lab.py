@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from selftests.labutil import ROOT, load_results, pid_alive, run_suite, suite_cmd
+from selftests.labutil import ROOT, as_at_a_terminal, load_results, pid_alive, run_suite, suite_cmd
 from wanbench import scratch
 from wanbench.errors import InfrastructureError, MissingToolError
 from wanbench.faults.base import Fault, FaultKind, Level
@@ -108,6 +108,7 @@ def _start_suite(run_dir: Path, base: int) -> subprocess.Popen[str]:
         suite_cmd("tests/rtt", "-k", "rtt and replica_write", "--rtt", "200ms", "--concurrency", "4",
                   "--rounds", "20", "--queries", "400", "--lab-dir", str(run_dir), "--lab-port-base", str(base)),
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        preexec_fn=as_at_a_terminal,  # noqa: PLW1509 - a signal disposition, nothing that takes a lock
     )
 
 

@@ -32,7 +32,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from selftests.labutil import ROOT, free_port_base, suite_cmd
+from selftests.labutil import ROOT, as_at_a_terminal, free_port_base, suite_cmd
 from wanbench import scratch
 from wanbench.netns import NetnsNetwork
 from wanbench.profiles.lab.servers import Lab
@@ -290,7 +290,7 @@ def test_kill_9_of_the_runner_ends_the_remote_sysbench(setup: Setup, tmp_path: P
 def test_ctrl_c_of_the_runner_ends_the_remote_sysbench(setup: Setup, tmp_path: Path) -> None:
     proc = subprocess.Popen(setup.suite(tmp_path / "results.json", "--rtt", "0", "--duration", "120s"), cwd=ROOT,
                             env=setup.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=as_at_a_terminal)  # noqa: PLW1509
     try:
         wait_for(lambda: _sysbench_on_every_host(setup, proc), what="sysbench on both load hosts", timeout=180,
                  interval=0.2)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from selftests.labutil import as_at_a_terminal
 from wanbench.errors import InfrastructureError, MissingToolError
 from wanbench.wait import wait_for
 from wanbench.workloads.preflight import PreflightError
@@ -253,7 +254,8 @@ def test_ctrl_c_leaves_no_sysbench(runner: SysbenchRunner, mariadb: MariaDB) -> 
         "r.probe('read', concurrency=2, queries=500_000_000, rounds=1, timeout=600, rows=1000)\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdin=subprocess.PIPE,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=as_at_a_terminal)  # noqa: PLW1509 - a signal disposition only
     try:
         assert proc.stdin is not None
         proc.stdin.write(PASSWORD + "\n")
