@@ -4,6 +4,7 @@ accepted runs per cell, and runs from another environment never compared."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import pytest
 
 from selftests.gate_context import CTX
 from wanbench.errors import ConfigError
-from wanbench.gate.baseline import BaselineStore, Fingerprint, cell_key, read_store_file, samples_of
+from wanbench.gate.baseline import BaselineStore, Fingerprint, RunCell, cell_key, read_store_file, samples_of
 from wanbench.results import CellResult, Latency, Round, WorkloadResult
 
 
@@ -170,7 +171,7 @@ def test_statements_counted_before_census_2_are_not_compared(tmp_path: Path) -> 
     path = store.save(fp(), [cell("replica_read", [100.0, 101.0])])
     doc = json.loads(path.read_text())
     run = doc["runs"][0]
-    assert run["census_version"] == 2
+    assert run["census_version"] == 3
     cid = next(iter(run["cells"]))
     run["cells"][cid]["census"] = {"work.primary.statements": 1.01, "bytes_per_op.primary": 280.0}
     new = json.loads(json.dumps(run))
@@ -180,3 +181,37 @@ def test_statements_counted_before_census_2_are_not_compared(tmp_path: Path) -> 
     found = read_store_file(path).cell(cell_key(cell("replica_read", [1.0])))
     assert found is not None
     assert found.run_census == {"work.primary.statements": [1.01], "bytes_per_op.primary": [280.0, 280.0]}
+
+
+def test_round_trips_of_census_2_are_not_compared(tmp_path: Path) -> None:
+    """Census 2 stored round trips from latency wherever they were measured,
+    estimates that wandered from -0.3 to 2.4 per write at concurrency
+    500-1000; census 3 stores only counts, so older round trips are left out."""
+    store = BaselineStore(tmp_path)
+    path = store.save(fp(), [cell("replica_read", [100.0, 101.0])])
+    doc = json.loads(path.read_text())
+    run = doc["runs"][0]
+    cid = next(iter(run["cells"]))
+    run["cells"][cid]["census"] = {"round_trips": 1.01, "bytes_per_op.primary": 280.0}
+    old = json.loads(json.dumps(run))
+    old["census_version"] = 2
+    doc["runs"].append(old)
+    path.write_text(json.dumps(doc))
+    found = read_store_file(path).cell(cell_key(cell("replica_read", [1.0])))
+    assert found is not None
+    assert found.run_census == {"round_trips": [1.01], "bytes_per_op.primary": [280.0, 280.0]}
+
+
+def test_a_census_only_entry_adds_its_census_and_no_rounds(tmp_path: Path) -> None:
+    """An accepted run that kept only a failed cell's census (``census_only_keep``)
+    adds that census to the cell's reference, and nothing to its rounds or run count."""
+    store = BaselineStore(tmp_path)
+    first = cell("replica_read", [100.0, 101.0])
+    store.save(fp(), [first])
+    path = store.save(fp(), [replace(RunCell.of(first), census={"round_trips": 1.0}, census_only=True)])
+    runs = json.loads(path.read_text())["runs"]
+    assert list(runs[1]["cells"].values()) == [{"census": {"round_trips": 1.0}, "census_only": True}]
+    found = read_store_file(path).cell(cell_key(first))
+    assert found is not None
+    assert found.runs == 1
+    assert found.run_census.get("round_trips") == [1.0]

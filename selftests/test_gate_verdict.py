@@ -364,3 +364,33 @@ def test_counts_within_budget_do_not_pass_a_cell_that_looks_much_slower() -> Non
     status, reasons = _status_and_reasons(Pending(key, []), [census, qps(0.12, 0.2)], [])
     assert status == PASS  # within what the machine's noise explains: the census decides
     assert R_ADVISORY in reasons
+
+
+def test_a_cell_that_looks_worse_names_the_check_that_does() -> None:
+    """Seen on the seed-000 shape: a cell held undecided because its p99 looked
+    worse read 'it looks slower ...: QPS 8775 is 6.8% above baseline 8213'.
+    The sentence names the check that looks worse, in its own terms, and keeps
+    the merely undecided ones apart."""
+    from wanbench.gate.assess import Pending
+    from wanbench.gate.outcome import PASS, R_CENSUS_WITHIN, R_LOOKS_WORSE, R_RUNS_NOISY, Outcome
+    from wanbench.gate.render import _render
+    from wanbench.gate.verdict import INCONCLUSIVE, _status_and_reasons
+
+    key = CellKey("rtt", "replica_read", "200ms", 500, "proxy", "probe_read")
+    census = Outcome(Check("census", "work.primary.statements", 0.10, 1, "b.yaml", relative=True), 1.0, 1.0,
+                     status=PASS, reason=R_CENSUS_WITHIN, message="statements within")
+    faster = Outcome(Check("baseline", "qps", 0.05, 2, "b.yaml"), 8775.0, 8213.0, n_current=1, n_reference=3,
+                     worse=-0.068, p_worse=0.9, p_worse_adj=1.0, status=INCONCLUSIVE, reason=R_RUNS_NOISY,
+                     message="QPS 8775 is 6.8% above baseline 8213, too noisy to judge")
+    tail = Outcome(Check("baseline", "latency_ms.p99", 0.10, 3, "b.yaml"), 130.0, 100.0, n_current=1,
+                   n_reference=3, worse=0.30, p_worse=0.004, p_worse_adj=0.3, status=INCONCLUSIVE,
+                   reason=R_RUNS_NOISY, message="p99 130 ms is 30.0% above baseline 100 ms")
+    outcomes = [census, faster, tail]
+    status, reasons = _status_and_reasons(Pending(key, []), outcomes, [])
+    assert R_LOOKS_WORSE in reasons
+    text = _render(Pending(key, []), status, reasons, outcomes, [])
+    assert "but p99 latency (baseline) looks worse than this machine's noise explains" in text
+    head, _, rest = text.partition(" -- also undecided: ")
+    assert "p99 130 ms is 30.0% above" in head
+    assert "QPS 8775" not in head
+    assert "QPS 8775 is 6.8% above" in rest

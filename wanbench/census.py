@@ -29,6 +29,11 @@ physics, which drift cannot move:
   STATUS``: statements, commits, rows read and written, handler calls,
   fsyncs, semi-sync acknowledgements.
 
+Each value holds as a count only in a range (``round_trips_why_not``,
+``connection_why_not``; docs/census.md "Where a count is a count"): where
+queues or each connection's own set-up take over, the value is reported with
+why it is not a count (``"count": false``) and never gated.
+
 An *operation* is a sysbench event: one statement for the probes, one
 transaction for sysbench OLTP and TPC-C, one operation for YCSB. The gate
 compares each metric with the accepted runs of the same cell in the metric's
@@ -73,6 +78,24 @@ WORK = {
 }
 #: a prediction this far off (either way) is reported as a finding
 GAP_FINDING = 0.25
+#: round trips from latency hold only where neither side's fastest operation met a queue: level 0's
+#: fastest operation within this share of the added RTT ...
+QUEUE_FREE_LEVEL0 = 0.10
+#: ... and the faulted rounds' median operation within this share of it above their fastest (a
+#: queue that holds the typical operation a while holds the fastest one too, sooner or later)
+QUEUE_FREE_FAULTED = 0.50
+#: operations that are all alike cross the faulted links a whole number of times: an estimate
+#: further than this from a whole number met a queue or overlapped another operation's wait
+WHOLE_NUMBER = 0.15
+#: the mean (mixed operations) holds only where the faulted level runs at most this share of level
+#: 0's throughput (below it, the server has idle time and operations queue little)
+NETWORK_BOUND = 0.50
+#: statements and bytes per operation include each connection's own set-up and teardown (a
+#: handshake, a prepare, a quit): below this many operations per connection, that part is a large
+#: and machine-paced share of the window, so the value is not a count
+MIN_OPS_PER_CONNECTION = 10.0
+#: census metrics that carry each connection's own set-up and teardown (by their first name part / last)
+CONNECTION_BORNE = ("bytes_per_op", "statements")
 #: below this many operations per second the per-operation rates are not worth keeping
 MIN_OPS_PER_S = 1.0
 
@@ -161,8 +184,113 @@ def added_rtt_ms(cell: Mapping[str, Any]) -> float:
     return v if math.isfinite(v) and v > 0 else 0.0
 
 
-def _metric(value: float, unit: str, digits: int = 3) -> dict[str, Any]:
-    return {"value": round(value, digits), "unit": unit}
+def _metric(value: float, unit: str, digits: int = 3, *, why_not: str | None = None) -> dict[str, Any]:
+    """A census metric; ``why_not``: why this value is not a count here (it is then reported, never gated)."""
+    out: dict[str, Any] = {"value": round(value, digits), "unit": unit}
+    if why_not:
+        out.update(count=False, why=why_not)
+    return out
+
+
+def _p50_above_fastest_ms(cell: Mapping[str, Any]) -> float:
+    """How long the typical operation of the round that holds the fastest one
+    waited beyond it: a queue's share of the faulted rounds."""
+    best = math.inf
+    gap = math.nan
+    for r in cell.get("rounds") or []:
+        lat = r.get("latency_ms") or {}
+        low, mid = _f(lat.get("min")), _f(lat.get("p50"))
+        if math.isfinite(low) and low < best:
+            best, gap = low, mid - low
+    return gap
+
+
+def round_trips_why_not(cell: Mapping[str, Any], level0: Mapping[str, Any], k: float, rtt: float,
+                        by_fastest: bool) -> str | None:
+    """None where added latency over added RTT is a count of round trips, else why not.
+
+    Fastest operation (the probes): both sides' fastest operations must have
+    met no queue. Level 0's fastest must be a small share of the RTT (at
+    concurrency 1000 on the 2-core lab it waited 40 ms with no fault at all);
+    the faulted rounds' median operation must be close to their fastest (a
+    queue at the faulted level inflated the fastest operation by up to 1.4
+    RTTs at concurrency 500-1000, 2026-11-27); and alike operations cross the
+    links a whole number of times. Mean (mixed operations): level 0's mean
+    must be a small share of the RTT and the faulted level must leave the
+    server idle half the time, or queues at either side move the mean."""
+    if by_fastest:
+        fast0 = fastest_latency_ms(level0)
+        if fast0 > QUEUE_FREE_LEVEL0 * rtt:
+            return (f"level 0's fastest operation took {fast0:.1f} ms, {fast0 / rtt:.0%} of the added {rtt:g} ms "
+                    "RTT: every operation met a queue there")
+        gap = _p50_above_fastest_ms(cell)
+        if math.isfinite(gap) and gap > QUEUE_FREE_FAULTED * rtt:
+            return (f"the faulted rounds' median operation waited {gap:.1f} ms ({gap / rtt:.2f} RTT) longer than "
+                    "their fastest: a queue at the faulted level reaches the fastest operation too")
+        if abs(k - round(k)) > WHOLE_NUMBER:
+            return (f"{k:.2f} is not a whole number of round trips, which alike operations cross: the fastest "
+                    "operation met a queue or overlapped another's wait")
+        return None
+    lat0 = mean_latency_ms(level0)
+    if lat0 > QUEUE_FREE_LEVEL0 * rtt:
+        return (f"level 0's mean operation took {lat0:.1f} ms, {lat0 / rtt:.0%} of the added {rtt:g} ms RTT: "
+                "queues at level 0 move the mean")
+    if not network_paced(cell, level0):
+        qps0 = ops_per_s(level0)
+        share = f"{ops_per_s(cell) / qps0:.0%}" if qps0 > 0 else "an unknown share"
+        return (f"the faulted level ran at {share} of level 0's throughput (a pace the network sets needs at most "
+                f"{NETWORK_BOUND:.0%}): the server was busy, and operations queued there")
+    return None
+
+
+def connections_of(cell: Mapping[str, Any]) -> int:
+    """Connections the load opened over the cell's measured windows: each
+    round's clients (one connection each) and their reconnects."""
+    _events, _seconds, rounds = operations(cell)
+    c = int(_f(cell.get("concurrency")) if math.isfinite(_f(cell.get("concurrency"))) else 0)
+    reconnects = _f(cell.get("reconnects"))
+    return c * rounds + (int(reconnects) if math.isfinite(reconnects) else 0)
+
+
+def _planned_rounds(cell: Mapping[str, Any]) -> bool:
+    """Every measured round ran all the operations it planned (no --round-cap
+    cut it short): the window's operations are the same in every run."""
+    planned = _f((cell.get("workload_extra") or {}).get("queries_per_round"))
+    rounds = cell.get("rounds") or []
+    return bool(rounds) and math.isfinite(planned) and all(_f(r.get("queries")) >= planned for r in rounds)
+
+
+def network_paced(cell: Mapping[str, Any], level0: Mapping[str, Any] | None) -> bool:
+    """The faulted level ran at most ``NETWORK_BOUND`` of level 0's throughput:
+    the network, not the machine, set its pace."""
+    if level0 is None or _f((cell.get("level") or {}).get("value")) == 0:
+        return False
+    qps, qps0 = ops_per_s(cell), ops_per_s(level0)
+    return math.isfinite(qps) and math.isfinite(qps0) and qps0 > 0 and qps / qps0 <= NETWORK_BOUND
+
+
+def connection_why_not(cell: Mapping[str, Any], level0: Mapping[str, Any] | None = None) -> str | None:
+    """None where statements and bytes per operation are counts, else why not.
+
+    Each connection's own set-up and teardown is in the window (census 2): a
+    fixed cost per connection (on the lab about one statement and 490 bytes)
+    spread over the window's operations. Where those are few per connection,
+    that part is large, and it is a count only if the number of operations is
+    the same in every run: every round ran all it planned, or the network set
+    the pace. Rounds cut short by --round-cap at a pace the machine set (level
+    0, a busy faulted level) are not: at concurrency 1000 on the lab a write
+    cost 1.20-1.64 statements as 841-2000 operations fitted into a round."""
+    events, _seconds, _rounds = operations(cell)
+    conns = connections_of(cell)
+    if conns <= 0 or events <= 0:
+        return None
+    per = events / conns
+    if per >= MIN_OPS_PER_CONNECTION or _planned_rounds(cell) or network_paced(cell, level0):
+        return None
+    return (f"{events:.0f} operations over {conns} connections ({per:.1f} each), as many as the machine's pace "
+            f"fitted into rounds cut short: each connection's own set-up and teardown is a large part of the value "
+            f"and moves with that pace (a count needs {MIN_OPS_PER_CONNECTION:g} operations per connection, all "
+            f"planned operations run, or a pace the network sets)")
 
 
 def census_of(cell: Mapping[str, Any], level0: Mapping[str, Any] | None = None,
@@ -198,7 +326,8 @@ def census_of(cell: Mapping[str, Any], level0: Mapping[str, Any] | None = None,
         by_fastest = uniform_operations(cell) and math.isfinite(fast) and math.isfinite(fast0)
         if math.isfinite(lat) and math.isfinite(lat0):
             k = (fast - fast0) / rtt if by_fastest else (lat - lat0) / rtt
-            metrics["round_trips"] = _metric(k, UNITS["round_trips"])
+            metrics["round_trips"] = _metric(k, UNITS["round_trips"],
+                                             why_not=round_trips_why_not(cell, level0, k, rtt, by_fastest))
             out["round_trips"] = {"added_rtt_ms": rtt, "method": "fastest" if by_fastest else "mean",
                                   "mean_latency_ms": round(lat, 3), "level0_mean_latency_ms": round(lat0, 3),
                                   "level0": level0_id}
@@ -218,23 +347,29 @@ def census_of(cell: Mapping[str, Any], level0: Mapping[str, Any] | None = None,
         if links:  # a picture, not gated: socket counters lose a closing socket's last second
             out["link_bytes_per_op"] = links
         counted, divisor = _per_op(ev, cell)
+        borne = connection_why_not(cell, level0)
         for server, counters in sorted(counted.items()):
             sent, received = _f(counters.get("Bytes_sent")), _f(counters.get("Bytes_received"))
             if math.isfinite(sent) and math.isfinite(received):
-                metrics[f"bytes_per_op.{server}"] = _metric((sent + received) / divisor, UNITS["bytes_per_op"], 1)
+                metrics[f"bytes_per_op.{server}"] = _metric((sent + received) / divisor, UNITS["bytes_per_op"], 1,
+                                                            why_not=borne)
             for name, sources in WORK.items():
                 vals = [_f(counters.get(c)) for c in sources if c in counters]
                 if vals and all(math.isfinite(v) for v in vals):
-                    metrics[f"work.{server}.{name}"] = _metric(sum(vals) / divisor, f"{name} {UNITS['work']}")
+                    metrics[f"work.{server}.{name}"] = _metric(sum(vals) / divisor, f"{name} {UNITS['work']}",
+                                                               why_not=borne if name in CONNECTION_BORNE else None)
     return out
 
 
 def _predict(cell: Mapping[str, Any], lat0: float, rtt: float, lower: Mapping[str, Any] | None) -> dict[str, Any]:
     """Closed loop: ``c`` clients each wait ``L_0 + k * RTT`` per operation,
     with ``k`` the round trips measured at the previous level of this run."""
-    if not lower or "round_trips" not in (lower.get("metrics") or {}):
+    if not lower:
         return {}
-    k = float(lower["metrics"]["round_trips"]["value"])
+    measured = (lower.get("metrics") or {}).get("round_trips")
+    if not measured or measured.get("count") is False:  # no count of round trips to predict from
+        return {}
+    k = float(measured["value"])
     c = int(cell.get("concurrency") or 0)
     if k * rtt < lat0:  # round trips are not most of the wait: a busy loop, which this model does not describe
         return {}
@@ -257,12 +392,24 @@ def _predict(cell: Mapping[str, Any], lat0: float, rtt: float, lower: Mapping[st
 
 
 def values_of(census: Mapping[str, Any] | None) -> dict[str, float]:
-    """The census's metric values by name (what the gate and the baseline store keep)."""
+    """The census's counts by name (what the gate judges and the baseline store
+    keeps): a value that is not a count where it was measured is left out."""
     out: dict[str, float] = {}
     for name, m in ((census or {}).get("metrics") or {}).items():
+        if isinstance(m, Mapping) and m.get("count") is False:
+            continue
         v = _f(m.get("value") if isinstance(m, Mapping) else m)
         if math.isfinite(v):
             out[str(name)] = v
+    return out
+
+
+def not_counts_of(census: Mapping[str, Any] | None) -> dict[str, str]:
+    """The census values that are not counts where they were measured: name -> the value and why."""
+    out: dict[str, str] = {}
+    for name, m in ((census or {}).get("metrics") or {}).items():
+        if isinstance(m, Mapping) and m.get("count") is False:
+            out[str(name)] = f"{_f(m.get('value')):.3g}: {m.get('why', 'not a count here')}"
     return out
 
 
@@ -276,9 +423,12 @@ def table_rows(cells: Sequence[Mapping[str, Any]]) -> list[list[str]]:
         metrics = census.get("metrics") or {}
         if not metrics:
             continue
-        rt = metrics.get("round_trips", {}).get("value")
-        links = {k.split(".", 1)[1]: m["value"] for k, m in metrics.items() if k.startswith("bytes_per_op.")}
-        stmts = {k.split(".")[1]: m["value"] for k, m in metrics.items() if k.endswith(".statements")}
+        def shown(m: Mapping[str, Any], fmt: str) -> str:  # "~": reported, not a count here (not gated)
+            return ("~" if m.get("count") is False else "") + format(m["value"], fmt)
+
+        rt = metrics.get("round_trips")
+        links = {k.split(".", 1)[1]: shown(m, ".0f") for k, m in metrics.items() if k.startswith("bytes_per_op.")}
+        stmts = {k.split(".")[1]: shown(m, ".2f") for k, m in metrics.items() if k.endswith(".statements")}
         pred = census.get("prediction") or {}
         il = census.get("interleaved") or {}
         rows.append([
@@ -286,9 +436,9 @@ def table_rows(cells: Sequence[Mapping[str, Any]]) -> list[list[str]]:
             (("A/A " if il.get("aa_guard") else "") + f"{il['drop'] * 100:.1f}%"
              + (f" (sd {il['log_ratio_sd']:.3f})" if il.get("log_ratio_sd") is not None else ""))
             if il.get("drop") is not None else "-",
-            "-" if rt is None else f"{rt:.2f}",
-            ", ".join(f"{k} {v:.0f}" for k, v in sorted(links.items())) or "-",
-            ", ".join(f"{k} {v:.2f}" for k, v in sorted(stmts.items())) or "-",
+            "-" if rt is None else shown(rt, ".2f"),
+            ", ".join(f"{k} {v}" for k, v in sorted(links.items())) or "-",
+            ", ".join(f"{k} {v}" for k, v in sorted(stmts.items())) or "-",
             f"{pred['measured_qps']:.0f} / {pred['predicted_qps']:.0f} ({pred['gap'] * 100:+.0f}%)" if pred else "-",
         ])
     return rows

@@ -270,6 +270,7 @@ def assess_cell(
     census: Mapping[str, float] | None = None,
     interleaved: bool = False,
     guard: Mapping[str, float] | None = None,
+    not_counts: Mapping[str, str] | None = None,
 ) -> Pending:
     """Raw statistics of every check of one cell. ``alpha_cell`` is this
     cell's share of the session's alpha; it is split again over the
@@ -282,7 +283,9 @@ def assess_cell(
     ones, so the machine's drift between blocks minutes apart does not
     enter its ``level0`` checks. ``guard``: the A/A guard of the cell's group
     (``Judge.remember``), by metric: what its ``drop`` and ``level0`` checks
-    are held against (``with_guard``)."""
+    are held against (``with_guard``). ``not_counts``: the cell's census
+    values that are not counts where they were measured (name -> value and
+    why, ``wanbench.census.not_counts_of``): said in the notes, never judged."""
     census_list = [c for c in checks if c.kind == "census"]
     checks = [c for c in checks if c.kind != "census"]
     pending = Pending(key, [], incomparable=tuple(incomparable), no_rounds=not any(current.values()))
@@ -349,7 +352,7 @@ def assess_cell(
         if outcome is not None:
             pending.outcomes.append(with_guard(outcome, guard) if guard else outcome)
     if census and census_list and baseline is not None and not incomparable:
-        changes, notes = census_checks.census_changes(census, baseline.run_census, census_list)
+        changes, notes = census_checks.census_changes(census, baseline.run_census, census_list, not_counts)
         pending.notes.extend(notes)
         for check, cur, ref, n in changes:
             change = census_checks.change_of(check, cur, ref)

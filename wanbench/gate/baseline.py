@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wanbench.census import values_of
+from wanbench.census import not_counts_of, values_of
 from wanbench.errors import ConfigError
 from wanbench.gate.budgets import CellKey
 from wanbench.gate.integrity import Problem, problems_of
@@ -41,9 +41,25 @@ DEFAULT_KEEP = 5
 #: how the census was counted when a run was accepted (a run without one: 1). 2: the load's teardown
 #: (a COM_QUIT per connection) is always in the window; in 1 it was in or out as a race went, so
 #: statements per operation of census 1 are not compared (``CENSUS_REDEFINED``)
-CENSUS_VERSION = 2
-#: census metrics (fnmatch patterns) whose meaning changed with each version, by the version that changed them
-CENSUS_REDEFINED = {2: ("work.*.statements",)}
+CENSUS_VERSION = 3
+#: census metrics (fnmatch patterns) whose meaning changed with each version, by the version that changed them.
+#: 3: a value is stored only where it is a count (``wanbench.census``: round trips from latency where no queue
+#: met the fastest operation); census 1-2 stored estimates at concurrency 500-1000 that wandered from -0.3 to 2.4
+CENSUS_REDEFINED = {2: ("work.*.statements",), 3: ("round_trips",)}
+
+
+def census_only_keep(verdict: Mapping[str, Any] | None, min_runs: int) -> bool:
+    """A failed cell whose accepted run still keeps its census: every check
+    that failed it is a census check that fewer than ``min_runs`` accepted
+    runs backed. A count the accepted code produced belongs to its baseline
+    even where it disagrees with one or two earlier accepted runs: kept, the
+    median of three outvotes a lone outlier (left out, that outlier would fail
+    every later run of the same code, and the baseline could never recover)."""
+    checks = (verdict or {}).get("checks") or []
+    failed = [c for c in checks if c.get("status") == "regression"]
+    if not failed or (verdict or {}).get("status") != "regression":
+        return False
+    return all(c.get("kind") == "census" and int(c.get("n_reference") or 0) < min_runs for c in failed)
 
 
 def comparable_census(census: Mapping[str, Any], version: int) -> dict[str, Any]:
@@ -153,13 +169,18 @@ class RunCell:
     census: Mapping[str, float] = field(default_factory=dict)
     #: an interleaved cell's own level-0 rounds (``reference_of``); empty when not interleaved
     reference: Samples = field(default_factory=dict)
+    #: census values that are not counts where they were measured (``wanbench.census.not_counts_of``)
+    not_counts: Mapping[str, str] = field(default_factory=dict)
+    #: an accepted run keeps only this cell's census (its verdict failed on census checks that fewer
+    #: than ``min_runs`` accepted runs backed: ``census_only_keep``), never its rounds
+    census_only: bool = False
 
     @classmethod
     def of(cls, cell: CellResult | Mapping[str, Any]) -> RunCell:
         data = cell.to_json() if isinstance(cell, CellResult) else cell
         client = dict(data.get("client") or {})
         return cls(cell_key(cell), samples_of(data), is_level0(cell), client, problems_of(data),
-                   values_of(data.get("census")), reference_of(data))
+                   values_of(data.get("census")), reference_of(data), not_counts_of(data.get("census")))
 
 
 def run_entry_cells(cells: Sequence[RunCell]) -> dict[str, dict[str, Any]]:
@@ -169,6 +190,10 @@ def run_entry_cells(cells: Sequence[RunCell]) -> dict[str, dict[str, Any]]:
     level0 = {c.key.level0_group: summary_of(c.samples) for c in cells if c.level0 and c.samples}
     out: dict[str, dict[str, Any]] = {}
     for c in cells:
+        if c.census_only:
+            if c.census:
+                out[c.key.id] = {"census": dict(c.census), "census_only": True}
+            continue
         if not c.samples:
             continue
         summary = summary_of(c.samples)
@@ -325,7 +350,8 @@ class BaselineFile:
     runs: list[dict[str, Any]]
 
     def cell(self, key: CellKey) -> BaselineCell | None:
-        holding = [r for r in self.runs if key.id in r.get("cells", {})]
+        counted = [r for r in self.runs if key.id in r.get("cells", {})]
+        holding = [r for r in counted if not r["cells"][key.id].get("census_only")]
         if not holding:
             return None
         pooled: Samples = {}
@@ -344,8 +370,9 @@ class BaselineFile:
                 medians.setdefault(metric, []).append(float(value))
             for metric, value in (entry.get("drop") or {}).items():
                 drops.setdefault(metric, []).append(float(value))
+        for run in counted:  # the census of every accepted run, also where it kept only the census
             version = int(run.get("census_version", 1))
-            for metric, value in comparable_census(entry.get("census") or {}, version).items():
+            for metric, value in comparable_census(run["cells"][key.id].get("census") or {}, version).items():
                 census.setdefault(metric, []).append(float(value))
         newest = holding[-1]
         return BaselineCell(

@@ -38,13 +38,41 @@ def floor_of(name: str) -> float:
     return FLOOR.get(name.split(".", 1)[0], 0.0)
 
 
+def unsteady(check: Check, values: Sequence[float]) -> str | None:
+    """Why the accepted runs' values of one census metric do not make a
+    reference (they are not a count in this cell), or None when they do.
+
+    Two values must agree within the check's limit; of three or more, at
+    least two thirds must lie within it of their median, so one outlying
+    accepted run is outvoted rather than followed (a first accepted run may
+    judge alone: ``census_of`` keeps only values measured where they are
+    counts)."""
+    if len(values) < 2:
+        return None
+    if len(values) == 2:
+        if not beyond(check, max(values), min(values)):
+            return None
+    else:
+        med = statistics.median(values)
+        near = [v for v in values if not beyond(check, v, med) and not beyond(check, med, v)]
+        if 3 * len(near) >= 2 * len(values):
+            return None
+    return (f"{check.metric} is not steady in this cell: its {len(values)} accepted runs gave "
+            f"{min(values):.3g}-{max(values):.3g}, further apart than its census budget "
+            f"({check.describe_limit()}), so it is not a count here and is not gated")
+
+
 def census_changes(current: Mapping[str, float], runs: Mapping[str, Sequence[float]],
-                   checks: Sequence[Check]) -> tuple[list[tuple[Check, float, float, int]], list[str]]:
+                   checks: Sequence[Check], not_counts: Mapping[str, str] | None = None,
+                   ) -> tuple[list[tuple[Check, float, float, int]], list[str]]:
     """``(check, current, reference, n runs)`` for every census metric of the
     cell that a check covers and the accepted runs recorded, and notes for
-    those they did not record yet."""
+    those they did not record yet, those the accepted runs disagree on
+    (``unsteady``) and those of this run that are not counts where they were
+    measured (``not_counts``: name -> value and why; ``wanbench.census``)."""
     out: list[tuple[Check, float, float, int]] = []
     missing: list[str] = []
+    notes: list[str] = []
     for name, value in sorted(current.items()):
         check = check_for(name, checks)
         if check is None:
@@ -53,8 +81,15 @@ def census_changes(current: Mapping[str, float], runs: Mapping[str, Sequence[flo
         if not ref_values:
             missing.append(name)
             continue
+        why = unsteady(replace(check, metric=name), ref_values)
+        if why:
+            notes.append(f"census: {why}")
+            continue
         out.append((replace(check, metric=name), value, statistics.median(ref_values), len(ref_values)))
-    notes = [f"census: no accepted run of this cell recorded {', '.join(missing)} yet"] if missing else []
+    if missing:
+        notes.insert(0, f"census: no accepted run of this cell recorded {', '.join(missing)} yet")
+    notes += [f"census: {name} {why} -- not gated" for name, why in sorted((not_counts or {}).items())
+              if check_for(name, checks) is not None]
     return out, notes
 
 

@@ -143,10 +143,11 @@ def compare(base: Side, cur: Side, budgets: Budgets, *, release: str = "") -> li
     n = max(1, len(cur.cells))
     if budgets.policy.correction == "bonferroni":
         return [judge.verdict(c.key, c.samples, cells=n, client=c.client, problems=c.problems, census=c.census,
-                              reference=c.reference)[0] for c in cur.cells]
+                              reference=c.reference, not_counts=c.not_counts)[0] for c in cur.cells]
     alpha = budgets.policy.alpha
     pending: list[Pending] = [judge.pending(c.key, c.samples, alpha_cell=alpha / n, client=c.client,
-                                            census=c.census, reference=c.reference) for c in cur.cells]
+                                            census=c.census, reference=c.reference, not_counts=c.not_counts)
+                              for c in cur.cells]
     correct(pending, budgets.policy.correction)
     m = sum(1 for p in pending for o in p.outcomes if o.statistical)
     return [decide(p, alpha=alpha, comparisons=m, problems=c.problems) for p, c in zip(pending, cur.cells, strict=True)]

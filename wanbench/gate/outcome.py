@@ -171,6 +171,13 @@ class Outcome:
         return self.check.kind not in ("absolute", "census") and self.runs_missing == 0
 
     @property
+    def looks_worse(self) -> bool:
+        """A statistical check beyond its budget whose one-sided p, before the
+        session's correction, is under ``LOOKS_WORSE_P``: on the seed-000 bench 1
+        of 480 same-code cells, and every run slowed by a level-0 handicap."""
+        return self.statistical and self.worse > self.check.limit and self.p_worse < LOOKS_WORSE_P
+
+    @property
     def guard_tripped(self) -> bool:
         """The A/A guard moved more than this check's rule assumes the machine does
         (compared as |log ratio|, so a rise and a fall of one size count alike)."""

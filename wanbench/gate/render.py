@@ -169,9 +169,14 @@ def _render(cell: Pending, status: str, reasons: Sequence[str], outcomes: Sequen
                 "not a database regression")
     picked = [o.message for o in outcomes if o.status == status] or [f"no checks apply{notes}"]
     if R_LOOKS_WORSE in reasons:
-        return (f"{label}: its counts are within budget, but it looks slower than this machine's noise "
-                "explains (beyond the budget before the session's correction, not after it): "
-                + "; ".join(picked))
+        # name the checks that look worse, each in its own terms, apart from the ones merely undecided
+        worse = [o for o in outcomes if o.status == INCONCLUSIVE and o.looks_worse]
+        rest = [o.message for o in outcomes if o.status == INCONCLUSIVE and not o.looks_worse]
+        names = ", ".join(f"{metric_name(o.check.metric)} ({o.check.kind})" for o in worse)
+        return (f"{label}: its counts are within budget, but {names} look{'s' if len(worse) == 1 else ''} worse "
+                "than this machine's noise explains (beyond the budget before the session's correction, not "
+                "after it): " + "; ".join(o.message for o in worse)
+                + (" -- also undecided: " + "; ".join(rest) if rest else ""))
     if R_ADVISORY in reasons:
         advisory = [o.message for o in outcomes if o.status == INCONCLUSIVE]
         return (f"{label}: decided by the census: " + "; ".join(picked) + " -- advisory, not decided on this "

@@ -46,7 +46,6 @@ from wanbench.gate.outcome import (
     IMPROVEMENT,
     INCOMPARABLE,
     INCONCLUSIVE,
-    LOOKS_WORSE_P,
     NO_BASELINE,
     PASS,
     PRIORITY,
@@ -200,10 +199,8 @@ def _status_and_reasons(cell: Pending, outcomes: Sequence[Outcome], problems: Se
 
 
 def looks_worse(o: Outcome) -> bool:
-    """A statistical check beyond its budget whose one-sided p, before the
-    session's correction, is under ``LOOKS_WORSE_P``: on the seed-000 bench 1
-    of 480 same-code cells, and every run slowed by a level-0 handicap."""
-    return o.statistical and o.worse > o.check.limit and o.p_worse < LOOKS_WORSE_P
+    """``Outcome.looks_worse``: beyond its budget at p < ``LOOKS_WORSE_P`` before the session's correction."""
+    return o.looks_worse
 
 
 def decide(cell: Pending, *, alpha: float, comparisons: int = 1, problems: Sequence[Problem] = (),
@@ -269,9 +266,10 @@ class Judge:
 
     def pending(self, key: CellKey, samples: Samples, *, alpha_cell: float,
                 client: Mapping[str, Any] | None = None, census: Mapping[str, float] | None = None,
-                reference: Samples | None = None) -> Pending:
+                reference: Samples | None = None, not_counts: Mapping[str, str] | None = None) -> Pending:
         """``reference``: an interleaved cell's own level-0 rounds, its level 0
-        (else the level-0 cell of this run that ``remember`` saw)."""
+        (else the level-0 cell of this run that ``remember`` saw); ``not_counts``:
+        census values that are not counts where measured (only said, never judged)."""
         checks = self.budgets.checks_for(key)
         lk = self.lookup
         baseline = lk.file.cell(key) if lk.file is not None else None
@@ -297,6 +295,7 @@ class Judge:
             census=census,
             interleaved=bool(reference),
             guard=None if key.is_level0 else self.guards.get(key.level0_group),
+            not_counts=not_counts,
         )
         if lk.incomparable and lk.note:
             pending.notes.insert(0, lk.note)
@@ -311,7 +310,8 @@ class Judge:
                 client: Mapping[str, Any] | None = None,
                 problems: Sequence[Problem] = (),
                 census: Mapping[str, float] | None = None,
-                reference: Samples | None = None) -> tuple[Verdict, Pending]:
+                reference: Samples | None = None,
+                not_counts: Mapping[str, str] | None = None) -> tuple[Verdict, Pending]:
         """One cell's verdict as the session decides it: the session's alpha
         split over ``cells`` gated cells and ``looks`` runs of a chain
         (Bonferroni), each cell's share over its own checks. pytest calls this
@@ -320,6 +320,6 @@ class Judge:
         m = max(1, cells) * max(1, looks)
         alpha = self.budgets.policy.alpha
         pending = self.pending(key, samples, alpha_cell=alpha / m, client=client, census=census,
-                               reference=reference)
+                               reference=reference, not_counts=not_counts)
         correct_online(pending, m)
         return decide(pending, alpha=alpha, comparisons=m, problems=problems, repeating=looks > 1), pending
