@@ -238,10 +238,14 @@ def tidb_evidence(client: PromClient, start: float, end: float) -> dict[str, Any
 # -- the lab's own Prometheus ---------------------------------------------------------------------
 @dataclass(frozen=True)
 class LabPrometheus:
-    """Prometheus + node exporter + one mysqld exporter per lab server."""
+    """Prometheus + node exporter + one mysqld exporter per lab server; for
+    the TiDB lab (``tidb_status_port`` set) Prometheus scrapes tidb-server's
+    own ``/metrics`` as job ``tidb``, as a tiup cluster's Prometheus does, and
+    no mysqld exporter runs."""
 
     run_dir: Path
     port_base: int
+    tidb_status_port: int | None = None
 
     @property
     def url(self) -> str:
@@ -249,18 +253,23 @@ class LabPrometheus:
 
     SERVICES = ("prometheus", "node_exporter", "mysqld_exporter_primary", "mysqld_exporter_replica")
 
+    @property
+    def services(self) -> tuple[str, ...]:
+        return self.SERVICES[:2] if self.tidb_status_port else self.SERVICES
+
     def _pid_file(self, name: str) -> Path:
         return self.run_dir / f"{name}.pid"
 
     def running(self) -> dict[str, bool]:
-        return {s: bool((h := ProcessHandle.load(self._pid_file(s))) and h.alive()) for s in self.SERVICES}
+        return {s: bool((h := ProcessHandle.load(self._pid_file(s))) and h.alive()) for s in self.services}
 
     def config_text(self) -> str:
-        targets = {
-            "node": self.port_base + P_NODE_EXPORTER,
-            "mysqld_primary": self.port_base + P_MYSQLD_EXPORTER_PRIMARY,
-            "mysqld_replica": self.port_base + P_MYSQLD_EXPORTER_REPLICA,
-        }
+        targets: dict[str, int] = {"node": self.port_base + P_NODE_EXPORTER}
+        if self.tidb_status_port:
+            targets["tidb"] = self.tidb_status_port
+        else:
+            targets["mysqld_primary"] = self.port_base + P_MYSQLD_EXPORTER_PRIMARY
+            targets["mysqld_replica"] = self.port_base + P_MYSQLD_EXPORTER_REPLICA
         jobs = "".join(
             f"  - job_name: {job}\n    static_configs:\n      - targets: ['127.0.0.1:{port}']\n"
             for job, port in targets.items()
@@ -271,15 +280,15 @@ class LabPrometheus:
     def up(self, sockets: Mapping[str, Path], password: str, *, cpus: tuple[int, ...] = ()) -> None:
         """Start the stack (``sockets``: server -> MariaDB UNIX socket); the
         exporters log in as root over the socket, given in their environment."""
-        ports = [self.port_base + p for p in (P_PROMETHEUS, P_NODE_EXPORTER, P_MYSQLD_EXPORTER_PRIMARY,
-                                              P_MYSQLD_EXPORTER_REPLICA)]
+        offsets = (P_PROMETHEUS, P_NODE_EXPORTER) + (() if self.tidb_status_port else (P_MYSQLD_EXPORTER_PRIMARY,
+                                                                                         P_MYSQLD_EXPORTER_REPLICA))
+        ports = [self.port_base + p for p in offsets]
         busy = [p for p in ports if not port_free(p)]
         if busy:
             raise InfrastructureError(f"the lab's Prometheus ports {busy} on 127.0.0.1 are in use")
 
         prom = find_binary("prometheus", "/usr/bin/prometheus")
         node = find_binary("prometheus-node-exporter", "/usr/bin/prometheus-node-exporter")
-        mysqld = find_binary("prometheus-mysqld-exporter", "/usr/bin/prometheus-mysqld-exporter")
         d = self.run_dir / "prometheus"
         (d / "data").mkdir(parents=True, exist_ok=True)
         (d / "prometheus.yml").write_text(self.config_text())
@@ -287,7 +296,10 @@ class LabPrometheus:
                                 "--collector.disable-defaults", "--collector.cpu", "--collector.stat",
                                 "--collector.netdev", "--collector.meminfo", "--collector.loadavg"],
               log=self.run_dir / "node_exporter.log", pid_file=self._pid_file("node_exporter"), cpus=cpus)
-        for server, offset in (("primary", P_MYSQLD_EXPORTER_PRIMARY), ("replica", P_MYSQLD_EXPORTER_REPLICA)):
+        exporters = () if self.tidb_status_port else (("primary", P_MYSQLD_EXPORTER_PRIMARY),
+                                                      ("replica", P_MYSQLD_EXPORTER_REPLICA))
+        for server, offset in exporters:
+            mysqld = find_binary("prometheus-mysqld-exporter", "/usr/bin/prometheus-mysqld-exporter")
             env = dict(os.environ)
             env["DATA_SOURCE_NAME"] = f"root:{password}@unix({sockets[server]})/"
             spawn(f"mysqld_exporter_{server}",

@@ -76,6 +76,39 @@ def lab_topology(base: int, version: str = "") -> Topology:
     )
 
 
+# The TiDB flavour (``wanbench.profiles.lab.tidb``): one tidb-server in the SQL tier, on the
+# primary's port, its status port (``/metrics``) where the replica's would be; no replica link.
+P_TIDB, P_TIDB_STATUS = P_PRIMARY, P_REPLICA
+TIDB_SERVICES = ("toxiproxy", "tidb", "haproxy")
+TIDB_COMPONENT_SERVICE = {"proxy": "haproxy", "tidb": "tidb"}
+FLAVOURS = ("mariadb", "tidb")
+
+
+def tidb_lab_links(base: int) -> tuple[Link, ...]:
+    return (
+        Link("client_proxy", "client", "proxy", base + P_CLIENT_PROXY),
+        Link("proxy_tidb", "proxy", "tidb", base + P_PROXY_PRIMARY),
+        Link("client_tidb", "client", "tidb", base + P_CLIENT_PRIMARY),
+    )
+
+
+def tidb_lab_topology(base: int, version: str = "") -> Topology:
+    """The TiDB lab: client -> HAProxy -> tidb-server, and client -> tidb-server, each link through
+    Toxiproxy. Its storage is in-process (unistore): no PD, no TiKV, nothing behind TiDB to fault."""
+    host = "127.0.0.1"
+    return Topology(
+        profile="tidb-lab",
+        name="wanbench-tidb-lab",
+        version=version,
+        components=(
+            Component("client", "client", host, ()),
+            Component("proxy", "proxy", host, (base + P_HAPROXY,)),
+            Component("tidb", "tidb", host, (base + P_TIDB, base + P_TIDB_STATUS)),
+        ),
+        links=tidb_lab_links(base),
+    )
+
+
 CPU_LAYOUTS = ("split", "shared")
 #: Separate invocations on a fresh lab each, write probe at level 0 (2026-11-23 and the
 #: measurements in issue 18): invocation medians spread 5-15 % with ``shared`` and 22-34 %

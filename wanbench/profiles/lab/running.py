@@ -12,7 +12,7 @@ from wanbench import cpulimit
 from wanbench.errors import InfrastructureError
 from wanbench.evidence.prometheus import LabPrometheus
 from wanbench.procs import proc_threads
-from wanbench.profiles.lab.layout import HANDICAP_TOXIC, SERVICES, CpuLayout, lab_cgroup
+from wanbench.profiles.lab.layout import HANDICAP_TOXIC, CpuLayout, lab_cgroup
 from wanbench.profiles.lab.servers import Lab
 
 
@@ -27,16 +27,17 @@ def status(lab: Lab) -> dict[str, Any]:
         "version": state.get("version"),
         "owner": state.get("owner"),
         "cpus": CpuLayout.from_json(state.get("cpus")).to_json() if state else None,
-        "semisync_timeout_ms": state.get("semisync_timeout_ms"),
+        "flavour": lab.flavour,
+        "semisync_timeout_ms": state.get("semisync_timeout_ms") if lab.flavour == "mariadb" else None,
         "components": {},
         "endpoints": {p: "%s:%d" % lab.endpoint(p) for p in ("proxy", "direct")},
         "links": {ln.name: {"src": ln.src, "dst": ln.dst, "listen": ln.listen} for ln in lab.topology.links},
     }
-    for s in SERVICES:
+    for s in lab.services:
         h = lab.handle(s)
         out["components"][s] = {"running": running[s], "pid": h.pid if h else None}
     health: dict[str, Any] = {}
-    if running["primary"]:
+    if running.get("primary"):
         try:
             health["Rpl_semi_sync_master_clients"] = lab.semi_sync_clients()
         except Exception as exc:  # noqa: BLE001 - status reports, never raises
@@ -56,11 +57,11 @@ def repin(lab: Lab, layout_name: str) -> CpuLayout:
     Used to compare layouts side by side on one lab (``bench/lab_noise``)."""
     everywhere = os.sched_getaffinity(0)
     layout = CpuLayout.plan(layout_name, everywhere)
-    for service in SERVICES:
+    for service in lab.services:
         h = lab.handle(service)
         if h is None or not h.alive():
             raise InfrastructureError(f"cannot repin the lab: {service} is not running")
-        cpus = layout.server if service in ("primary", "replica") else layout.client
+        cpus = layout.server if service in ("primary", "replica", "tidb") else layout.client
         for tid in proc_threads(h.pid):
             try:
                 os.sched_setaffinity(tid, set(cpus) or everywhere)
@@ -74,12 +75,19 @@ def repin(lab: Lab, layout_name: str) -> CpuLayout:
 def start_prometheus(lab: Lab) -> LabPrometheus:
     """Prometheus + node and mysqld exporters for this lab (ports base+10..13),
     unless they already run; ``down`` stops them with the lab."""
-    prom = LabPrometheus(lab.run_dir, lab.port_base)
+    prom = lab_prometheus(lab)
     if not all(prom.running().values()):
         prom.down()
-        sockets = {s: lab.mariadb.paths(s)["socket"] for s in ("primary", "replica")}
+        sockets = {} if lab.flavour == "tidb" else {s: lab.mariadb.paths(s)["socket"] for s in ("primary", "replica")}
         prom.up(sockets, lab.credentials.password, cpus=lab.cpu_layout.client)
     return prom
+
+
+def lab_prometheus(lab: Lab) -> LabPrometheus:
+    """The lab's Prometheus (running or not): the TiDB lab's scrapes tidb-server's own ``/metrics``."""
+    status = getattr(lab, "status_url", None)
+    port = int(status.rsplit(":", 1)[1]) if status else None
+    return LabPrometheus(lab.run_dir, lab.port_base, tidb_status_port=port)
 
 
 # -- CPU limits ------------------------------------------------------------------------------------------
@@ -87,8 +95,8 @@ def set_cpu_limit(lab: Lab, service: str, cores: float | None) -> None:
     """Give one lab server a CPU quota (cgroup CFS bandwidth, like a
     Kubernetes CPU limit), or remove it (``None``): a bottleneck made by
     construction, which the evidence's finding must name."""
-    if service not in SERVICES:
-        raise InfrastructureError(f"unknown lab service {service!r} (known: {', '.join(SERVICES)})")
+    if service not in lab.services:
+        raise InfrastructureError(f"unknown lab service {service!r} (known: {', '.join(lab.services)})")
     h = lab.handle(service)
     if h is None or not h.alive():
         raise InfrastructureError(f"cannot limit {service}: it is not running")
@@ -105,7 +113,7 @@ def set_handicap(lab: Lab, rate_kbps: int | None) -> None:
     response by (bytes / rate), a sub-millisecond added latency that whole
     -millisecond latency toxics cannot give. ``None`` removes it. The gate
     calibration tunes the rate to the QPS drop it wants to detect."""
-    lab.toxiproxy.delete_toxic("proxy_primary", HANDICAP_TOXIC)
+    link = next(ln.name for ln in lab.topology.links if ln.src == "proxy")  # proxy -> the SQL tier
+    lab.toxiproxy.delete_toxic(link, HANDICAP_TOXIC)
     if rate_kbps:
-        lab.toxiproxy.add_toxic("proxy_primary", HANDICAP_TOXIC, "bandwidth", "downstream",
-                                 {"rate": int(rate_kbps)})
+        lab.toxiproxy.add_toxic(link, HANDICAP_TOXIC, "bandwidth", "downstream", {"rate": int(rate_kbps)})

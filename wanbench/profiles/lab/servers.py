@@ -80,9 +80,26 @@ from wanbench.wait import wait_for
 if TYPE_CHECKING:
     from wanbench.faults.inventory import Found
 
+#: every service a lab of any flavour may run, in the order ``down`` stops them: a stop needs no
+#: knowledge of the flavour (a dead run's guard or watchdog stops whatever it recorded)
+ALL_SERVICES = ("haproxy", "replica", "primary", "tidb", "toxiproxy")
+
+
 class Lab:
     """Start, inspect and stop the lab. Usable as a context manager: it
-    starts the lab unless it already runs, and stops it only if it started it."""
+    starts the lab unless it already runs, and stops it only if it started it.
+
+    This is the MariaDB flavour (a primary and its semi-sync replica); the
+    TiDB flavour (``wanbench.profiles.lab.tidb.TidbLab``) replaces the SQL tier
+    by one tidb-server. ``wanbench.profiles.lab.flavours.open_lab`` picks the
+    class from a running lab's state."""
+
+    #: which SQL tier this lab runs (recorded in ``lab.json``)
+    flavour = "mariadb"
+    #: the processes that make this flavour's lab
+    services: tuple[str, ...] = SERVICES
+    #: lab component -> the service (process) that is that component
+    component_services: dict[str, str] = COMPONENT_SERVICE
 
     def __init__(self, run_dir: str | os.PathLike[str] | None = None, port_base: int | None = None,
                  cpu_layout: str = DEFAULT_CPU_LAYOUT, semisync_timeout_ms: int | None = None) -> None:
@@ -112,6 +129,10 @@ class Lab:
     @property
     def topology(self) -> Topology:
         return lab_topology(self.port_base, self.state().get("version", ""))
+
+    def upstream_port(self, component: str) -> int:
+        """The port a Toxiproxy link towards ``component`` forwards to."""
+        return {"proxy": self.port(P_HAPROXY), "primary": self.port(P_PRIMARY)}[component]
 
     @property
     def cpu_layout(self) -> CpuLayout:
@@ -171,7 +192,7 @@ class Lab:
         write_json_atomic(self.state_file, self.state() | updates)
 
     def running(self) -> dict[str, bool]:
-        return {s: bool((h := self.handle(s)) and h.alive()) for s in SERVICES}
+        return {s: bool((h := self.handle(s)) and h.alive()) for s in self.services}
 
     def is_up(self) -> bool:
         return all(self.running().values())
@@ -245,6 +266,11 @@ class Lab:
             return dict(owner), self._down()
 
     def _up(self, owner: str) -> bool:
+        other = self.state().get("flavour", "mariadb") if self.state() else self.flavour
+        if other != self.flavour and any(self.running().values()) and self.owner_alive():
+            raise InfrastructureError(
+                f"a {other} lab runs in {self.run_dir}: stop it first (`python -m wanbench lab down --dir "
+                f"{self.run_dir}`) or give this {self.flavour} lab another --lab-dir and --lab-port-base")
         if self.is_up() and self.owner_alive():
             self.sweep_toxics()
             return False
@@ -262,24 +288,30 @@ class Lab:
             "kind": "session", "pid": os.getpid(), "start_time": proc_start_time(os.getpid())}
         layout = CpuLayout.plan(self.requested_layout, os.sched_getaffinity(0))
         self.write_state(port_base=self.port_base, owner=owner_info, started=time.time(), cpus=layout.to_json(),
-                          semisync_timeout_ms=self.requested_semisync_timeout_ms)
+                          semisync_timeout_ms=self.requested_semisync_timeout_ms, flavour=self.flavour)
         self._started_here = True
         try:
             if owner_info["kind"] == "session":
                 self._start_guard(int(owner_info["pid"]), int(owner_info["start_time"]))
             self._start_toxiproxy()
-            self._start_mariadb("primary", server_id=1)
-            self.mariadb.init_primary()
-            self._start_mariadb("replica", server_id=2)
-            self.mariadb.init_replica(primary_port=self.port(P_REPLICA_PRIMARY))
+            self._start_sql_tier()
             self._start_haproxy()
             self._wait_ready()
-            version = self.mariadb.version()
-            self.write_state(version=version)
+            self.write_state(**self.sql_versions())
         except BaseException:
             self._down()
             raise
         return True
+
+    def _start_sql_tier(self) -> None:
+        self._start_mariadb("primary", server_id=1)
+        self.mariadb.init_primary()
+        self._start_mariadb("replica", server_id=2)
+        self.mariadb.init_replica(primary_port=self.port(P_REPLICA_PRIMARY))
+
+    def sql_versions(self) -> dict[str, str]:
+        """What the running SQL tier says it is (``version`` in ``lab.json``, the run's fingerprint)."""
+        return {"version": self.mariadb.version()}
 
     def _start_guard(self, pid: int, start: int) -> None:
         """The guard (``profiles/lab/guard.py``) stops this lab if its session dies before the
@@ -297,7 +329,7 @@ class Lab:
             if h and h.pid != spare and h.stop(timeout=5):
                 done.append(f"stopped {helper} pid {h.pid}")
         done += self.clear_faults()
-        for service in ("haproxy", "replica", "primary", "toxiproxy"):
+        for service in ALL_SERVICES:
             h = self.handle(service)
             if h and h.alive():
                 os.kill(h.pid, signal.SIGCONT)  # a paused server (availability fault) could not shut down
@@ -348,10 +380,14 @@ class Lab:
         return self.toxiproxy.sweep()
 
     # -- start-up pieces ---------------------------------------------------------
+    def sql_tools(self) -> dict[str, str]:
+        """The SQL tier's programs (``find_binary``: a clear error naming what to install)."""
+        return {"mariadbd": find_binary("mariadbd", "/usr/sbin/mariadbd"),
+                "mariadb-install-db": find_binary("mariadb-install-db", "/usr/bin/mariadb-install-db")}
+
     def _check_tools_and_ports(self) -> None:
         self.tools = {
-            "mariadbd": find_binary("mariadbd", "/usr/sbin/mariadbd"),
-            "mariadb-install-db": find_binary("mariadb-install-db", "/usr/bin/mariadb-install-db"),
+            **self.sql_tools(),
             "haproxy": find_binary("haproxy", "/usr/sbin/haproxy"),
             "toxiproxy-server": find_binary("toxiproxy-server", str(PROJECT_ROOT / "bin" / "toxiproxy-server")),
         }
@@ -374,11 +410,7 @@ class Lab:
         wait_for(lambda: self._alive_or_fail(h) and self.toxiproxy.version(), what="Toxiproxy API", timeout=20,
                  transient=(InfrastructureError,), hint=f"log: {log_tail(self.run_dir / 'toxiproxy.log')}")
         for ln in self.topology.links:
-            upstream = {
-                "proxy": self.port(P_HAPROXY),
-                "primary": self.port(P_PRIMARY),
-            }[ln.dst]
-            self.toxiproxy.create_proxy(ln.name, f"127.0.0.1:{ln.listen}", f"127.0.0.1:{upstream}")
+            self.toxiproxy.create_proxy(ln.name, f"127.0.0.1:{ln.listen}", f"127.0.0.1:{self.upstream_port(ln.dst)}")
 
     def _alive_or_fail(self, h: ProcessHandle) -> bool:
         if not h.alive():
@@ -430,17 +462,17 @@ class Lab:
         cfg.write_text(
             "global\n    maxconn 8000\n\n"
             "defaults\n    mode tcp\n    timeout connect 5s\n    timeout client 1h\n    timeout server 1h\n\n"
-            f"frontend sql\n    bind 127.0.0.1:{self.port(P_HAPROXY)}\n    default_backend primary\n\n"
-            f"backend primary\n    server primary 127.0.0.1:{self.port(P_PROXY_PRIMARY)} maxconn 4000\n"
+            f"frontend sql\n    bind 127.0.0.1:{self.port(P_HAPROXY)}\n    default_backend sql\n\n"
+            f"backend sql\n    server sql 127.0.0.1:{self.port(P_PROXY_PRIMARY)} maxconn 4000\n"
         )
 
     # -- one component at a time (availability faults) -------------------------------
     def service_of(self, component: str) -> str:
         try:
-            return COMPONENT_SERVICE[component]
+            return self.component_services[component]
         except KeyError:
             raise InfrastructureError(f"lab component {component!r} has no process of its own "
-                                      f"(known: {', '.join(COMPONENT_SERVICE)})") from None
+                                      f"(known: {', '.join(self.component_services)})") from None
 
     def pid_of(self, component: str) -> int:
         """PID of the process that is ``component`` (proxy, primary, replica)."""
@@ -469,9 +501,13 @@ class Lab:
         if service == "haproxy":
             self._start_haproxy()
         else:
-            self._spawn_mariadb(service, password=True)
-            self._wait_replica_acks()
+            self._restart_sql_service(service)
         return self.pid_of(component)
+
+    def _restart_sql_service(self, service: str) -> None:
+        """Start a stopped SQL server from its data, and wait until the tier is whole again."""
+        self._spawn_mariadb(service, password=True)
+        self._wait_replica_acks()
 
     def restart_component(self, component: str) -> tuple[int, int]:
         """Stop and start one component; (old PID, new PID)."""
