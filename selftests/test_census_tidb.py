@@ -1,45 +1,70 @@
-"""The TiDB census queries (wanbench.evidence.prometheus.CENSUS_SERIES)
-select metrics, labels and label values that a real TiDB exports: checked
-against lines of a real tidb-server scrape (selftests/data/tidb-metrics,
-v5.3.0-alpha, with its source and licence). Request units are not among
-them: no public scrape or dashboard expression of a v7/v8 cluster has them
-(docs/census.md)."""
+"""The TiDB census's selectors (wanbench.evidence.tidb_metrics) on real
+tidb-server scrapes of three builds (selftests/data/tidb-metrics, with their
+sources): v4.0 and v5.3 count RPCs to TiKV by type, the 2025 build with
+in-process storage counts the same requests at the transaction layer; the
+PromQL the Prometheus path sends selects the same series."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
 
-from wanbench.census import WORK
-from wanbench.evidence.prometheus import CENSUS_SERIES, census_queries
+from wanbench.census import KV_PREFIX, WORK
+from wanbench.evidence.prometheus import census_queries
+from wanbench.evidence.tidb_metrics import SELECTORS, census_counters, difference, parse_exposition
 
-SCRAPE = Path(__file__).parent / "data" / "tidb-metrics" / "v5.3.0-alpha-tidb-census-lines.txt"
-_SAMPLE = re.compile(r"^([a-zA-Z_:][\w:]*)(?:\{([^}]*)\})?\s+(\S+)$")
-_LABEL = re.compile(r'(\w+)="([^"]*)"')
-
-
-def real_series() -> list[tuple[str, dict[str, str]]]:
-    out = []
-    for line in SCRAPE.read_text().splitlines():
-        m = _SAMPLE.match(line)
-        if m:
-            out.append((m.group(1), dict(_LABEL.findall(m.group(2) or ""))))
-    return out
+DATA = Path(__file__).parent / "data" / "tidb-metrics"
+BUILDS = {"v4.0": "v4.0-tidb-census-lines.txt", "v5.3": "v5.3.0-alpha-tidb-census-lines.txt",
+          "2025 unistore": "e4e814fdc0af-unistore-census-lines.txt"}
 
 
-@pytest.mark.parametrize("counter", sorted(CENSUS_SERIES))
-def test_each_census_series_selects_real_samples(counter: str) -> None:
-    selector = CENSUS_SERIES[counter]
-    name, _, labels = selector.partition("{")
-    wanted = dict(_LABEL.findall(labels))
-    found = [lb for n, lb in real_series() if n == name and all(lb.get(k) == v for k, v in wanted.items())]
-    assert found, f"{selector} selects nothing in the real scrape"
+def counters(build: str) -> dict[str, float]:
+    return census_counters(parse_exposition((DATA / BUILDS[build]).read_text()))
 
 
-def test_the_queries_are_rates_over_the_window_and_feed_the_census() -> None:
-    q = census_queries(12.4)
-    assert q["census.kv_requests"] == "sum(rate(tidb_tikvclient_request_seconds_count[12s]))"
+@pytest.mark.parametrize("build", ["v4.0", "v5.3"])
+def test_a_cluster_counts_rpcs_to_tikv_by_type(build: str) -> None:
+    c = counters(build)
+    assert c["kv_source"] == 1.0
+    assert {"kv_requests.Get", "kv_requests.Prewrite", "kv_requests.Commit", "kv_requests.Cop"} <= set(c)
+    assert c["tso_requests"] > 0  # PD's TSO, through the PD client
+    assert {"commits", "statements"} <= set(c)
+
+
+def test_v53_counts_what_its_scrape_holds() -> None:
+    c = counters("v5.3")
+    assert (c["kv_requests.Get"], c["kv_requests.Prewrite"], c["kv_requests.Commit"]) == (850, 140, 130)
+    assert "kv_requests.StoreSafeTS" not in c  # store="0": PD-side, not a request to a TiKV store
+
+
+def test_in_process_storage_counts_the_transaction_layer() -> None:
+    """No RPC series on unistore; ``scope="internal"`` (TiDB's own SQL) left out."""
+    c = counters("2025 unistore")
+    assert c["kv_source"] == 0.0
+    assert c["kv_requests.Get"] == 118  # scope="general" only (internal: 1363)
+    assert c["kv_requests.Prewrite"] == 114  # 2PC batches, one per region
+    assert "tso_requests" not in c  # no PD client
+    assert c["tso_waits"] > 0
+
+
+def test_a_window_is_the_difference_of_two_snapshots() -> None:
+    before = {"statements": 10.0, "kv_requests.Get": 5.0, "kv_source": 0.0}
+    after = {"statements": 1010.0, "kv_requests.Get": 1005.0, "kv_requests.Commit": 3.0, "kv_source": 0.0}
+    assert difference(before, after) == {"statements": 1000.0, "kv_requests.Get": 1000.0,
+                                         "kv_requests.Commit": 3.0, "kv_source": 0.0}
+
+
+def test_every_counter_feeds_the_census() -> None:
     named = {c for sources in WORK.values() for c in sources}
-    assert set(CENSUS_SERIES) <= named  # every counter becomes a work.tidb.<name> per operation
+    for sel in SELECTORS:
+        assert sel.counter in named or sel.counter in ("kv_rpc", "kv_txn"), sel
+    assert KV_PREFIX == "kv_requests."
+
+
+def test_the_promql_selects_what_the_scrape_path_reads() -> None:
+    q = census_queries(12.4)
+    assert q["census.kv_rpc:tidb_tikvclient_request_seconds_count"] == (
+        'sum by (type) (rate(tidb_tikvclient_request_seconds_count{scope!="true", store!="0"}[12s]))')
+    assert q["census.commits:tidb_session_transaction_duration_seconds_count"] == (
+        'sum(rate(tidb_session_transaction_duration_seconds_count{type="commit", scope!="internal"}[12s]))')

@@ -61,10 +61,11 @@ UNITS = {
     "bytes_per_op": "bytes per operation the server sent and received",
     "work": "per operation",
 }
-#: MariaDB counters -> census work names (per operation)
+#: server counters -> census work names (per operation): MariaDB's status counters, and TiDB's census
+#: counters (``wanbench.evidence.tidb_metrics``), which carry the census names themselves
 WORK = {
-    "statements": ("Questions",),
-    "commits": ("Com_commit",),
+    "statements": ("Questions", "statements"),
+    "commits": ("Com_commit", "commits"),
     "rows_read": ("Innodb_rows_read",),
     "rows_written": ("Innodb_rows_inserted", "Innodb_rows_updated", "Innodb_rows_deleted"),
     "handler_calls": ("Handler_read_first", "Handler_read_key", "Handler_read_last", "Handler_read_next",
@@ -72,10 +73,14 @@ WORK = {
                       "Handler_update", "Handler_delete"),
     "fsyncs": ("Innodb_data_fsyncs", "Innodb_os_log_fsyncs"),
     "semisync_acks": ("Rpl_semi_sync_master_yes_tx",),
-    # TiDB (wanbench.evidence.prometheus.CENSUS_SERIES)
-    "kv_requests": ("kv_requests",),
+    # TiDB: TSO requests to PD (a real cluster) and waits on a TSO (every build)
     "tso_requests": ("tso_requests",),
+    "tso_waits": ("tso_waits",),
 }
+#: TiDB's KV requests by type: ``kv_requests.<Type>`` counters -> ``work.tidb.kv_requests.<Type>``
+KV_PREFIX = "kv_requests."
+#: where TiDB's KV requests were counted (``kv_source`` counter): RPCs to TiKV, or the transaction layer
+KV_SOURCES = {1.0: "rpc", 0.0: "txn"}
 #: a prediction this far off (either way) is reported as a finding
 GAP_FINDING = 0.25
 #: round trips from latency hold only where neither side's fastest operation met a queue: level 0's
@@ -358,6 +363,13 @@ def census_of(cell: Mapping[str, Any], level0: Mapping[str, Any] | None = None,
                 if vals and all(math.isfinite(v) for v in vals):
                     metrics[f"work.{server}.{name}"] = _metric(sum(vals) / divisor, f"{name} {UNITS['work']}",
                                                                why_not=borne if name in CONNECTION_BORNE else None)
+            kv = {k: _f(v) for k, v in counters.items() if str(k).startswith(KV_PREFIX)}
+            for name, v in sorted(kv.items()):
+                if math.isfinite(v):
+                    metrics[f"work.{server}.{name}"] = _metric(v / divisor, f"{name.split('.', 1)[1]} KV requests "
+                                                               f"{UNITS['work']}")
+            if kv and "kv_source" in counters:
+                out["kv_source"] = KV_SOURCES.get(_f(counters["kv_source"]), "unknown")
     return out
 
 

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from wanbench.errors import InfrastructureError
+from wanbench.evidence.tidb_metrics import SELECTORS, census_counters, census_promql
 from wanbench.procs import ProcessHandle, find_binary, log_tail, port_free, spawn
 from wanbench.wait import wait_for
 
@@ -127,24 +128,10 @@ def tidb_queries(window_s: float) -> dict[str, str]:
     }
 
 
-#: census counter (``counters_per_s["tidb"]``) -> its PromQL rate over the window; every metric and
-#: label here is in the real v5.3 scrapes under /work/shared/data/tidb-metrics (selftests/test_census_tidb.py)
-CENSUS_SERIES = {
-    # statements the SQL tier answered (wanbench.census: work.tidb.statements)
-    "Questions": 'tidb_server_query_total{result="OK"}',
-    # committed transactions
-    "Com_commit": 'tidb_session_transaction_duration_seconds_count{type="commit"}',
-    # KV requests TiDB sent to TiKV, every type (Get, BatchGet, Prewrite, Commit, Cop, ...)
-    "kv_requests": "tidb_tikvclient_request_seconds_count",
-    # TSO requests TiDB's PD client made (the "PD TSO OPS" of TiDB's own dashboard)
-    "tso_requests": 'pd_client_cmd_handle_cmds_duration_seconds_count{type="tso"}',
-}
-
-
 def census_queries(window_s: float) -> dict[str, str]:
-    """The census counters' PromQL (``census.<counter>``) for a window of ``window_s``."""
-    w = _rng(window_s)
-    return {f"census.{name}": f"sum(rate({series}[{w}]))" for name, series in CENSUS_SERIES.items()}
+    """The census counters' PromQL (``census.<counter>:<metric>``) for a window of ``window_s``: the
+    selectors ``wanbench.evidence.tidb_metrics`` reads from tidb-server's own ``/metrics``."""
+    return {f"census.{k}": v for k, v in census_promql(_rng(window_s)).items()}
 
 
 def _host(instance: str) -> str:
@@ -225,13 +212,17 @@ def tidb_evidence(client: PromClient, start: float, end: float) -> dict[str, Any
     tx = {_host(m["instance"]): v for m, v in client.query(q["net_tx"], end)}
     ev["links"] = {f"host {h}": {"in_bytes_per_s": round(rx.get(h, 0.0)), "out_bytes_per_s": round(tx.get(h, 0.0))}
                    for h in sorted(set(rx) | set(tx))}
-    counters = {}
-    for name in CENSUS_SERIES:
-        res = client.query(q[f"census.{name}"], end)
-        if res:
-            counters[name] = round(res[0][1], 3)
-    if counters:  # the census's work per operation on TiDB (wanbench.census)
-        ev["counters_per_s"] = {"tidb": counters}
+    samples: list[tuple[str, dict[str, str], float]] = []
+    for key, expr in q.items():
+        if not key.startswith("census."):
+            continue
+        metric = key.split(":", 1)[1]
+        by = next((sel.by for sel in SELECTORS if f"census.{sel.counter}:{sel.metric}" == key), "")
+        for labels, value in client.query(expr, end):
+            samples.append((metric, {by: labels.get(by, "")} if by else {}, value))
+    counters = census_counters(samples)
+    if counters:  # the census's work per operation on TiDB (wanbench.census), as rates
+        ev["counters_per_s"] = {"tidb": {k: round(v, 3) for k, v in counters.items()}}
     return ev
 
 
