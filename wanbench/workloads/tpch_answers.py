@@ -98,6 +98,10 @@ def _show(v: Any) -> str:
     return "NULL" if v is None else str(v)
 
 
+def _show_row(row: Sequence[Any]) -> str:
+    return "(" + ", ".join(_show(v) for v in row) + ")"
+
+
 # ---------------------------------------------------------------- value rules
 
 def _number(v: Any) -> Decimal | None:
@@ -210,10 +214,9 @@ def compare(query: Query, got: Answer, expected: Answer) -> list[Mismatch]:
                 j = match
             candidates.remove(j)
     for i in range(want, len(got.rows)):
-        problems.append(Mismatch(n, "row", f"an extra row {tuple(_show(v) for v in got.rows[i])}", i + 1,
-                                 got=got.rows[i]))
+        problems.append(Mismatch(n, "row", f"an extra row {_show_row(got.rows[i])}", i + 1, got=got.rows[i]))
     for i in range(len(got.rows), want):
-        problems.append(Mismatch(n, "row", f"missing, expected {tuple(_show(v) for v in expected.rows[i])}", i + 1,
+        problems.append(Mismatch(n, "row", f"missing, expected {_show_row(expected.rows[i])}", i + 1,
                                  expected=expected.rows[i]))
     return problems
 
