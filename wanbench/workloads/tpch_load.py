@@ -32,11 +32,11 @@ INSERT_BATCH = 1000  # rows per multi-row INSERT of the fallback loader
 
 #: client and server refusals of LOAD DATA LOCAL: the loader falls back to INSERT
 LOCAL_REFUSED = frozenset({
-    1148,  # ER_NOT_ALLOWED_COMMAND: local_infile=OFF on the server (MariaDB, MySQL 5.x)
+    1148,  # ER_NOT_ALLOWED_COMMAND: local_infile=OFF (MySQL 5.x, older MariaDB; TiDB without the client flag)
+    4166,  # ER_LOAD_INFILE_CAPABILITY_DISABLED: local_infile=OFF (MariaDB 10.5+)
     3948,  # ER_CLIENT_LOCAL_FILES_DISABLED (MySQL 8)
     3950,  # ER_LOAD_INFILE_CAPABILITY_DISABLED (MySQL 8)
     2068,  # CR_LOAD_DATA_LOCAL_INFILE_REJECTED: the client refused the file
-    8004,  # TiDB: LOAD DATA LOCAL not allowed by the client/server configuration
 })
 
 
