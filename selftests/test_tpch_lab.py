@@ -2,7 +2,8 @@
 of stream 0 and check every answer against DuckDB; a load that is already
 there is not repeated; INSERT where LOAD DATA LOCAL is refused; a connection
 reset while a result is written fails that query alone; a wrong value in
-the database is named as a wrong answer and makes the cell broken.
+the database is named as a wrong answer and makes the cell broken; a query
+whose connection is killed, or that runs out of time, fails alone too.
 
 The module starts its own lab (ports from 27700) and generates into a
 temporary cache, so it needs nothing else.
@@ -11,9 +12,11 @@ temporary cache, so it needs nothing else.
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +24,7 @@ from selftests.labutil import free_port_base
 from wanbench.faults.toxiproxy import TOXIC_PREFIX
 from wanbench.profiles.lab.servers import Lab
 from wanbench.sql import SqlTarget
+from wanbench.wait import wait_for
 from wanbench.workloads import tpch, tpch_answers, tpch_data, tpch_load
 
 pytestmark = pytest.mark.lab
@@ -149,6 +153,78 @@ def test_a_reset_while_a_result_is_written_fails_that_query_only(lab: Lab, prepa
     assert before.connection_id != after.connection_id  # a fresh connection after the failure
     assert not r.complete
     assert r.power_queries_only != r.power_queries_only  # NaN: the power metric needs all 22
+
+
+class _HoldQ9(tpch.RoundHooks):
+    """Q9 waits on a table lock (``LOCK TABLES part WRITE`` from a second
+    connection) until it is killed (``KILL <its connection id>`` once the
+    server shows it waiting) or its time runs out; the lock goes after Q9."""
+
+    def __init__(self, target: SqlTarget, *, kill: bool) -> None:
+        self.target = target
+        self.kill = kill
+        self.locker: Any = None
+        self.killer: threading.Thread | None = None
+        self.killed: list[int] = []
+
+    def before_query(self, number: int, connection_id: int | None) -> None:
+        if number != 9:
+            return
+        self.locker = self.target.connect(who="test locker")
+        self.locker.cursor().execute("LOCK TABLES part WRITE")
+        if self.kill:
+            assert connection_id is not None
+            self.killer = threading.Thread(target=self._kill, args=(connection_id,), daemon=True)
+            self.killer.start()
+
+    def _kill(self, cid: int) -> None:
+        cnx = self.target.connect(who="test killer")
+        try:
+            cur = cnx.cursor()
+
+            def waiting() -> bool:
+                cur.execute("SELECT STATE FROM information_schema.PROCESSLIST WHERE ID = %s", (cid,))
+                row = cur.fetchone()
+                return bool(row and "metadata lock" in str(row[0]))
+
+            wait_for(waiting, what=f"Q9 (connection {cid}) to wait on the table lock", timeout=20)
+            cur.execute(f"KILL {cid}")
+            self.killed.append(cid)
+        finally:
+            cnx.close()
+
+    def after_query(self, run: tpch.QueryRun) -> None:
+        if run.number == 9:
+            self.release()
+
+    def release(self) -> None:
+        if self.killer is not None:
+            self.killer.join(timeout=30)
+        if self.locker is not None:
+            locker, self.locker = self.locker, None
+            locker.cursor().execute("UNLOCK TABLES")
+            locker.close()
+
+
+@pytest.mark.parametrize("how", ["kill", "timeout"])
+def test_a_killed_or_timed_out_query_fails_alone(how: str, prepared: tpch_load.Prepared, target: SqlTarget,
+                                                reference: tpch_answers.Reference) -> None:
+    hold = _HoldQ9(target, kill=how == "kill")
+    try:
+        r = tpch.run_round(target, SF, reference=reference, hooks=hold, query_timeout=3)
+    finally:
+        hold.release()
+    print(r.summary())
+    assert [q.label for q in r.failed] == ["Q9"], r.summary()
+    (q9,) = r.failed
+    if how == "kill":
+        assert hold.killed == [q9.connection_id]
+        assert q9.error_code in (2013, 2055, 1927), q9.describe()  # lost connection, or "Connection was killed"
+    else:  # the server's max_statement_time (1969) or the client's read timeout, whichever ends it first
+        assert q9.seconds == pytest.approx(3.0, abs=1.5)
+        assert q9.error_code in (1969, 2013, 3024, 4031) or "timed out" in q9.error.lower(), q9.describe()
+    _assert_all_right(dataclasses.replace(r, queries=tuple(q for q in r.queries if q.number != 9)))
+    assert r.reconnects == 1
 
 
 def test_a_wrong_value_is_a_wrong_answer_and_a_broken_cell(prepared: tpch_load.Prepared, target: SqlTarget,
