@@ -1,7 +1,7 @@
 """TPC-H on a MySQL-protocol server: a round is the 22 queries of one
 power-test stream on one connection, each timed, counted and checked.
 
-    prepared = tpch_data.prepare(target, 0.01)            # generate once, load once
+    prepared = tpch_load.prepare(target, 0.01)            # generate once, load once
     with tpch_answers.Reference(prepared.dataset) as ref:  # DuckDB, for the answers
         result = run_round(target, 0.01, reference=ref)    # validation parameters
         result = run_round(target, 0.01, seed=7, reference=ref)

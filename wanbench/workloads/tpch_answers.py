@@ -238,7 +238,8 @@ def reference_path(dataset: Dataset) -> Path:
             for t in TABLES:
                 con.execute(t.duckdb_sql())
                 for part in dataset.paths(t.name):
-                    con.execute(f"COPY {t.name} FROM '{part}' (FORMAT csv, HEADER)")
+                    quoted = str(part).replace("'", "''")
+                    con.execute(f"COPY {t.name} FROM '{quoted}' (FORMAT csv, HEADER)")
                 (n,) = con.execute(f"SELECT COUNT(*) FROM {t.name}").fetchone() or (0,)
                 if n != dataset.rows[t.name]:
                     raise ValueError(f"DuckDB read {n} rows of {t.name}, the generator wrote {dataset.rows[t.name]}")
