@@ -5,7 +5,7 @@ reset while a result is written fails that query alone; a wrong value in
 the database is named as a wrong answer and makes the cell broken; a query
 whose connection is killed, or that runs out of time, fails alone too.
 
-The module starts its own lab (ports from 27700) and generates into a
+The module starts its own lab (ports from 31300) and generates into a
 temporary cache, so it needs nothing else.
 """
 
@@ -35,7 +35,7 @@ CUT = f"{TOXIC_PREFIX}tpchtest-cut"
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    with Lab(tmp_path_factory.mktemp("tpchlab") / "lab", free_port_base(27700, 27799)) as started:
+    with Lab(tmp_path_factory.mktemp("tpchlab") / "lab", free_port_base(31300, 31399)) as started:
         yield started
 
 
