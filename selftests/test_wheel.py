@@ -27,12 +27,18 @@ def test_the_wheel_runs_from_an_empty_directory(tmp_path: Path) -> None:
     assert "wanbench/fixtures/results.py" in names
     assert "wanbench/pytest_plugin/__init__.py" in names
     assert "wanbench/suite/rtt/test_rtt.py" in names
+    assert {f"wanbench/workloads/tpch_sql/q{n:02d}.sql" for n in range(1, 23)} <= set(names)  # package data
     subprocess.run([*pip, "install", "--no-deps", "--target", str(site), str(wheel)], check=True, timeout=300)
     env = {**os.environ, "PYTHONPATH": str(site)}
     where = subprocess.run([sys.executable, "-c", "import wanbench.fixtures, wanbench.suite as s;"
                             "print(wanbench.fixtures.__file__); print(s.__file__)"],
                            cwd=empty, env=env, capture_output=True, text=True, check=True)
     assert all(line.startswith(str(site)) for line in where.stdout.split()), where.stdout
+    queries = subprocess.run([sys.executable, "-c", "from wanbench.workloads import tpch_queries as q;"
+                              "print(len(q.queries()), q.SQL_DIR)"], cwd=empty, env=env, capture_output=True,
+                             text=True, check=True)
+    assert queries.stdout.split()[0] == "22"
+    assert queries.stdout.split()[1].startswith(str(site)), queries.stdout
     run = subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "wanbench.suite", "--collect-only", "-q",
                           "-p", "no:randomly", "-p", "no:cacheprovider"],
                          cwd=empty, env=env, capture_output=True, text=True, timeout=300)

@@ -1,10 +1,10 @@
 """The checks no budget can trade away, read from a cell's recorded data.
 
-Lost acknowledged heartbeat writes, a violated TPC-C consistency condition
-and a failed YCSB correctness check make a cell ``broken`` whatever its
-budgets say. They are read from the cell's JSON (``CellResult.to_json()``,
-or a cell of a results file), so pytest, ``python -m wanbench compare`` and
-the reports judge the same data the same way.
+Lost acknowledged heartbeat writes, a violated TPC-C consistency condition,
+a failed YCSB correctness check and a wrong TPC-H answer make a cell
+``broken`` whatever its budgets say. They are read from the cell's JSON
+(``CellResult.to_json()``, or a cell of a results file), so pytest,
+``python -m wanbench compare`` and the reports judge the same data the same way.
 """
 
 from __future__ import annotations
@@ -17,6 +17,13 @@ from typing import Any
 LOST_WRITES = "INTEGRITY_LOST_WRITES"
 TPCC_CONSISTENCY = "INTEGRITY_TPCC_CONSISTENCY"
 YCSB_CORRECTNESS = "INTEGRITY_YCSB_CORRECTNESS"
+TPCH_ANSWERS = "INTEGRITY_TPCH_ANSWERS"
+#: workload -> (reason code, the headline of its failed checks); ``ycsb_*`` workloads share one entry
+_CHECKED = {
+    "tpcc": (TPCC_CONSISTENCY, "TPC-C consistency violated after the run ({n} check(s))"),
+    "ycsb": (YCSB_CORRECTNESS, "YCSB correctness violated after the run ({n} check(s))"),
+    "tpch": (TPCH_ANSWERS, "TPC-H answers differ from the reference engine's ({n} query(s))"),
+}
 
 
 @dataclass(frozen=True)
@@ -56,11 +63,11 @@ def problems_of(cell: Mapping[str, Any]) -> tuple[Problem, ...]:
         out.append(p)
     workload = str(cell.get("workload") or "")
     extra = cell.get("workload_extra") or {}
-    if workload == "tpcc" or workload.startswith("ycsb_"):
+    checked = _CHECKED.get("ycsb" if workload.startswith("ycsb_") else workload)
+    if checked:
         failed = _failed_checks(extra)
         if failed:
-            what, code = (("TPC-C consistency", TPCC_CONSISTENCY) if workload == "tpcc"
-                          else ("YCSB correctness", YCSB_CORRECTNESS))
+            code, headline = checked
             lines = "\n  ".join(str(c.get("message", c)) for c in failed)
-            out.append(Problem(code, f"{what} violated after the run ({len(failed)} check(s)):\n  {lines}"))
+            out.append(Problem(code, f"{headline.format(n=len(failed))}:\n  {lines}"))
     return tuple(out)

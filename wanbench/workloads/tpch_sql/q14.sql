@@ -1,0 +1,10 @@
+-- Q14 Promotion Effect (TPC-H clause 2.4.14)
+-- answer: ratio
+-- order:
+SELECT
+    100.00 * SUM(CASE WHEN p_type LIKE 'PROMO%' THEN l_extendedprice * (1 - l_discount) ELSE 0 END)
+        / SUM(l_extendedprice * (1 - l_discount)) AS promo_revenue
+FROM lineitem, part
+WHERE l_partkey = p_partkey
+    AND l_shipdate >= DATE '$DATE'
+    AND l_shipdate < DATE '$DATE' + INTERVAL 1 MONTH
