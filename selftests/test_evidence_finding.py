@@ -9,7 +9,8 @@ from wanbench.errors import ConfigError
 from wanbench.evidence.collect import Snapshot, evidence_from_windows
 from wanbench.evidence.finding import Point, find_knee, finding_for, findings
 from wanbench.evidence.readers import ProcInfo, open_connections, parse_proc_tcp, parse_ss, read_cpu_ticks
-from wanbench.fixtures.evidence import evidence_line, parse_cpu_limits
+from wanbench.fixtures.evidence import evidence_line
+from wanbench.pytest_plugin.options import parse_cpu_limits
 from wanbench.report.evidence import cpu_qps_chart, evidence_html
 from wanbench.results import CellResult, Latency, Round, WorkloadResult
 
