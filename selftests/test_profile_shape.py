@@ -19,14 +19,22 @@ import pytest
 
 from wanbench.errors import ConfigError
 from wanbench.profiles.base import Cluster
-from wanbench.profiles.capabilities import CAPABILITIES, EVIDENCE, LAB_CONTROLS, OUTAGES, REPLICAS, Offers
+from wanbench.profiles.capabilities import (
+    CAPABILITIES,
+    EVIDENCE,
+    LAB_CONTROLS,
+    OUTAGES,
+    REPLICAS,
+    Offers,
+    by_name,
+)
 from wanbench.profiles.lab.cluster import LabCluster
 from wanbench.profiles.lab.offers import LabReplicas
 from wanbench.profiles.lab.servers import Lab
 from wanbench.profiles.registry import PROFILES, opener_of
 from wanbench.profiles.tidb.cluster import TidbCluster
 from wanbench.profiles.tidb.topology import load_cluster
-from wanbench.topology import load_catalog
+from wanbench.topology import load_catalog, parse_catalog
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILES_DIR = ROOT / "wanbench" / "profiles"
@@ -156,3 +164,20 @@ def test_the_registry_opens_every_profile_by_name() -> None:
         assert (ROOT / "wanbench" / "budgets" / f"{name}.yaml").exists()
     with pytest.raises(ConfigError, match=r"unknown profile 'tidb-lab' \(known: lab, tidb\)"):
         opener_of("tidb-lab")
+
+
+def test_catalogs_name_the_capabilities_their_scenarios_need() -> None:
+    """``needs:`` names known capabilities; the lab's replica scenarios need its replica."""
+    for name in PROFILES:
+        for scenario in load_catalog(name).values():
+            for need in scenario.needs:
+                assert by_name(need) in CAPABILITIES.values(), (name, scenario.name)
+    lab = load_catalog("lab")
+    assert sorted(s.name for s in lab.values() if "replicas" in s.needs) == [
+        "heartbeat_replica", "replica_read", "replica_tpcc", "replica_write", "replica_ycsb"]
+    assert load_catalog("tidb")["heartbeat_tikv"].needs == ()
+    with pytest.raises(ConfigError, match=r"unknown capability 'replica' \(known: outages, replicas, evidence, lab\)"):
+        by_name("replica")
+    bad = "scenarios:\n  x:\n    target: a\n    workload: w\n    needs: replicas\n"
+    with pytest.raises(ConfigError, match="'needs' must be a list of capability names"):
+        parse_catalog(bad, source="t.yaml")

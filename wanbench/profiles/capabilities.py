@@ -12,8 +12,9 @@ and gets the object that provides it, or None::
 
 Each capability is a small protocol (what the object offered does) and a
 ``Capability`` key that names it: ``outages``, ``replicas``, ``evidence``,
-``lab``. A cell that needs one the cluster lacks is skipped with
-``Capability.lacking``'s line.
+``lab``. A scenario of a catalog that needs one says so (``needs: [replicas]``);
+its cells are skipped on a cluster without it, with ``Capability.lacking``'s
+line.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ T = TypeVar("T")
 class Capability(Generic[T]):
     """The key of one capability: ``Offers.get(OUTAGES)`` is an ``Outages`` or None."""
 
-    #: its name (``replicas``)
+    #: its name, as a catalog's ``needs:`` says it (``needs: [replicas]``)
     name: str
     #: the protocol an offer of it implements (``selftests/test_profile_shape.py`` checks every offer)
     protocol: type
@@ -151,7 +152,7 @@ EVIDENCE: Capability[EvidenceSource] = Capability("evidence", EvidenceSource, "a
 LAB_CONTROLS: Capability[LabControls] = Capability(
     "lab", LabControls, "lab controls (the handicap, CPU limits of its servers)")
 
-#: every capability by name
+#: every capability by name (a catalog's ``needs:``)
 CAPABILITIES: Mapping[str, Capability[Any]] = MappingProxyType(
     {c.name: c for c in (OUTAGES, REPLICAS, EVIDENCE, LAB_CONTROLS)})
 
