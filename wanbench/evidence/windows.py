@@ -24,10 +24,12 @@ from wanbench.evidence.prometheus import LabPrometheus, PromClient, tidb_evidenc
 class TidbWindows:
     """Remembers each window's wall-clock edges and asks the Prometheus about
     them when the cell is recorded (its scrape interval, 15 s by default on a
-    TiDB cluster, limits the resolution)."""
+    TiDB cluster, limits the resolution). ``stop``: what ``close`` stops (a
+    Prometheus started for the session; a cluster's own is left alone)."""
 
-    def __init__(self, client: PromClient) -> None:
+    def __init__(self, client: PromClient, *, stop: Callable[[], object] | None = None) -> None:
         self.client = client
+        self._stop = stop
         self._edges: list[list[float]] = []
         self._missed: list[str] = []
         self._lock = threading.Lock()
@@ -70,7 +72,9 @@ class TidbWindows:
         return ev
 
     def close(self) -> None:
-        """Nothing was started for it."""
+        stop, self._stop = self._stop, None
+        if stop is not None:
+            stop()
 
 
 class TidbPrometheus:
