@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from wanbench.errors import ConfigError
 from wanbench.evidence.collect import Snapshot, evidence_from_windows
 from wanbench.evidence.finding import Point, find_knee, finding_for, findings
 from wanbench.evidence.readers import ProcInfo, open_connections, parse_proc_tcp, parse_ss, read_cpu_ticks
-from wanbench.fixtures.evidence import evidence_line, parse_cpu_limits
+from wanbench.fixtures.evidence import evidence_line
+from wanbench.pytest_plugin.options import parse_cpu_limits
 from wanbench.report.evidence import cpu_qps_chart, evidence_html
 from wanbench.results import CellResult, Latency, Round, WorkloadResult
 
@@ -313,3 +316,31 @@ def test_a_missed_window_is_an_evidence_error_not_an_empty_window() -> None:
     assert ev is not None
     assert ev["windows"] == 1
     assert ev["notes"] == ["round 2 too late"]
+
+
+def test_the_tidb_profiles_evidence_source_and_its_collector() -> None:
+    """The cluster's Prometheus (``--prometheus`` over the topology's), decided when it is built;
+    without one the session is told so and collects nothing; ``close`` stops only what the source
+    started."""
+    from wanbench.evidence.prometheus import PromClient
+    from wanbench.evidence.windows import TidbPrometheus, TidbWindows
+    from wanbench.profiles.capabilities import EVIDENCE
+    from wanbench.profiles.tidb.cluster import TidbCluster
+    from wanbench.profiles.tidb.topology import load_cluster
+
+    topo = load_cluster(Path(__file__).parent / "data" / "tiup_display_seed000.txt")
+    for given, url in ((None, "http://172.24.40.20:9090"), ("http://10.0.0.9:9090/", "http://10.0.0.9:9090")):
+        source = TidbCluster(topo, tag="ev", dry_run=True, prometheus=given).offers.get(EVIDENCE)
+        assert isinstance(source, TidbPrometheus)
+        assert source.url == url
+        windows = source.open(print)
+        assert isinstance(windows, TidbWindows)
+        assert windows.client.url == url
+    said: list[str] = []
+    assert TidbPrometheus(None, why_none="no Prometheus here").open(said.append) is None
+    assert said == ["no Prometheus here"]
+    stopped: list[int] = []
+    started = TidbWindows(PromClient("http://127.0.0.1:9"), stop=lambda: stopped.append(1))
+    started.close()
+    started.close()
+    assert stopped == [1]

@@ -20,6 +20,7 @@ import pytest
 from selftests.labutil import free_port_base
 from wanbench.evidence.finding import Point, finding_for
 from wanbench.evidence.prometheus import PromClient, find_prometheus, tidb_evidence, tidb_queries
+from wanbench.evidence.windows import TidbWindows
 from wanbench.procs import spawn
 from wanbench.profiles.tidb.topology import load_cluster
 from wanbench.wait import wait_for
@@ -114,8 +115,6 @@ def test_finding_names_tikv_from_prometheus_evidence(prometheus: PromClient) -> 
 
 
 def test_tidb_collector_asks_for_its_windows(prometheus: PromClient) -> None:
-    from wanbench.fixtures.evidence import TidbWindows
-
     windows = TidbWindows(prometheus)
     windows._edges = [[END - 240.0, END - 120.0], [END - 110.0, END]]  # two rounds' wall-clock edges
     ev = windows.take(qps=7100.0)
@@ -127,8 +126,6 @@ def test_tidb_collector_asks_for_its_windows(prometheus: PromClient) -> None:
 
 
 def test_unreachable_prometheus_is_an_error_note_not_a_failure() -> None:
-    from wanbench.fixtures.evidence import TidbWindows
-
     port = free_port_base(29090, 29099, span=1)  # nothing listens there
     windows = TidbWindows(PromClient(f"http://127.0.0.1:{port}", timeout=2))
     windows.begin()

@@ -23,11 +23,21 @@ from wanbench.faults.outage import Outage, OutageKind, parse_outage_kinds
 from wanbench.gate.baseline import samples_of
 from wanbench.gate.budget_file import parse_budgets
 from wanbench.gate.budgets import CellKey
-from wanbench.heartbeat import FAILED, OK, UNKNOWN, Attempt, Endpoint, Heartbeat, HeartbeatConfig, LabRowSource
+from wanbench.heartbeat import (
+    FAILED,
+    OK,
+    UNKNOWN,
+    Attempt,
+    Endpoint,
+    Heartbeat,
+    HeartbeatConfig,
+    LabRowSource,
+    RowSource,
+)
 from wanbench.heartbeat_numbers import rpo, rto, summarize
 from wanbench.procs import port_free
+from wanbench.profiles.capabilities import OUTAGES, Outages
 from wanbench.profiles.lab.cluster import LabCluster
-from wanbench.profiles.lab.outages import LabOutages
 from wanbench.profiles.lab.servers import Lab
 from wanbench.report.timeline import heartbeat_timeline
 from wanbench.results import CellResult, Latency, WorkloadResult
@@ -196,8 +206,17 @@ def _measure(hb: Heartbeat, seconds: float) -> None:
     threading.Event().wait(seconds)
 
 
-def _sources(lab: Lab) -> list[LabRowSource]:
-    return [LabRowSource("primary", lab, "primary"), LabRowSource("replica", lab, "replica", wait="caught_up")]
+def _sources(cluster: LabCluster) -> list[RowSource]:
+    """Every copy (``Cluster.copies``): the primary, and the replica once caught up."""
+    sources = cluster.copies()
+    assert [s.name for s in sources] == ["primary", "replica"]
+    return sources
+
+
+def _outages(cluster: LabCluster) -> Outages:
+    outages = cluster.offers.get(OUTAGES)
+    assert outages is not None
+    return outages
 
 
 @pytest.mark.lab
@@ -207,7 +226,7 @@ def test_no_fault_gives_rto_of_one_step_and_no_loss(lab: Lab, cluster: LabCluste
     hb = _heartbeat(cluster, "proxy")
     _measure(hb, 3.0)
     atts = hb.stop()
-    checks = [rpo(atts, hb.read_rows(s), source=s.name) for s in _sources(lab)]
+    checks = [rpo(atts, hb.read_rows(s), source=s.name) for s in _sources(cluster)]
     s = summarize(hb, atts, checks)
     assert s["counts"][OK] == len(atts) >= 80, s["counts"]
     assert s["rto_s"] < 0.3, f"RTO {s['rto_s']} s without a fault (resolution {hb.config.resolution_s:.3f} s)"
@@ -236,14 +255,14 @@ def test_a_toxiproxy_outage_of_known_length_is_the_rto(lab: Lab, cluster: LabClu
     assert out["recovery_s"] is not None
     assert out["recovery_s"] < 2 * step + 0.1
     assert sum(1 for a in atts if a.outcome == FAILED) >= 40  # refused while the proxy was off
-    assert rpo(atts, hb.read_rows(_sources(lab)[0]))["lost"] == 0
+    assert rpo(atts, hb.read_rows(_sources(cluster)[0]))["lost"] == 0
 
 
 @pytest.mark.lab
 @pytest.mark.slow
 def test_semi_sync_fallback_stalls_for_the_timeout_then_loses_on_the_replica(lab: Lab,
                                                                              cluster: LabCluster) -> None:
-    outages = LabOutages(cluster)
+    outages = _outages(cluster)
     hb = _heartbeat(cluster, "proxy")
     _measure(hb, 1.0)
     o = Outage(OutageKind.PARTITION, "replica", 4.0)
@@ -262,20 +281,20 @@ def test_semi_sync_fallback_stalls_for_the_timeout_then_loses_on_the_replica(lab
     _measure(hb, 2.0)
     atts = hb.stop()
     s = summarize(hb, atts, [{**during, "during_fault": True}, *[rpo(atts, hb.read_rows(x), source=x.name)
-                                                                   for x in _sources(lab)]],
+                                                                   for x in _sources(cluster)]],
                   fault_window=(applied, removed))
     assert status == "OFF", "the primary should have fallen back to asynchronous replication"
     assert 1.8 <= s["rto_s"] <= 2.0 + 0.5, f"RTO {s['rto_s']} s, semi-sync timeout 2 s"
     assert during["lost"] > 0, "writes acknowledged after the fallback must be missing on the replica"
     assert s["at_risk_writes"] == during["lost"], s["rpo"]
     assert s["lost_writes"] == 0, s["rpo"]
-    assert not outages.lab.toxiproxy.our_toxics()
+    assert not lab.toxiproxy.our_toxics()
 
 
 @pytest.mark.lab
 @pytest.mark.slow
 def test_restart_and_pause_leave_the_lab_ready(lab: Lab, cluster: LabCluster, tmp_path: Path) -> None:
-    outages = LabOutages(cluster)
+    outages = _outages(cluster)
     old_pid = lab.pid_of("proxy")
     o = Outage(OutageKind.RESTART, "proxy", 0.5)
     ev = outages.apply(o)
@@ -301,7 +320,7 @@ def test_restart_and_pause_leave_the_lab_ready(lab: Lab, cluster: LabCluster, tm
     unknown = [a for a in atts if a.outcome == UNKNOWN]
     assert len(unknown) >= hb.config.writers, "each writer had a write in flight when the primary stopped"
     assert all(a.error.startswith("3024") for a in unknown), {a.error for a in unknown}
-    check = rpo(atts, hb.read_rows(_sources(lab)[0]), source="primary")
+    check = rpo(atts, hb.read_rows(_sources(cluster)[0]), source="primary")
     assert check["lost"] == 0
     assert check["unknown_committed"] + check["unknown_absent"] == len(unknown)
     assert atts[-1].outcome == OK

@@ -20,6 +20,9 @@ from wanbench.executors.base import Executor
 from wanbench.faults.lease import LeaseKeeper
 from wanbench.faults.outage import OutageKind
 from wanbench.netns import NetnsNetwork
+from wanbench.profiles.base import DryRun
+from wanbench.profiles.capabilities import OUTAGES
+from wanbench.profiles.tidb.cluster import TidbCluster
 from wanbench.profiles.tidb.model import LABEL_LEADER
 from wanbench.profiles.tidb.outages import TidbOutages
 from wanbench.profiles.tidb.preflight import ssh_executors
@@ -56,6 +59,21 @@ def test_dry_run_plans_each_outage_on_one_instance(scenario: str, kind: OutageKi
     assert "nothing below has been run" in text
     with pytest.raises(FaultError, match="dry run"):
         outages.apply(plan.outage)
+
+
+@pytest.mark.parametrize("kind", list(OutageKind))
+def test_the_clusters_outages_print_the_same_plan_under_a_dry_run(kind: OutageKind) -> None:
+    """What the availability fixture asks (``cluster.offers.get(OUTAGES)``): under --dry-run the
+    plan is refused with ``DryRun`` carrying the commands ``TidbOutages`` renders, no host contacted."""
+    topo = load_cluster(DATA / "tiup_display_seed000.txt")
+    scenario = load_catalog("tidb")["heartbeat_tikv"]
+    cluster = TidbCluster(topo, tag="dry", dry_run=True)
+    offered = cluster.offers.get(OUTAGES)
+    assert offered is not None
+    with pytest.raises(DryRun) as info:
+        offered.outage_for(scenario, kind, 5.0)
+    alone = TidbOutages(topo, dry_run=True, run=cluster.run)  # the run names the nft table
+    assert info.value.text == alone.render(alone.plan(scenario, kind, 5.0))
 
 
 # -- over SSH on namespace hosts ---------------------------------------------------------------------------------

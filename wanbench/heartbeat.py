@@ -52,6 +52,7 @@ from typing import Any, Protocol
 import mysql.connector
 
 from wanbench.errors import ConfigError, InfrastructureError
+from wanbench.sql import DATABASE
 from wanbench.sql import connect as sql_connect
 from wanbench.wait import wait_for
 
@@ -363,8 +364,6 @@ class LabRowSource:
     wait_s: float = 30.0
 
     def rows(self, table: str, run_id: str) -> set[tuple[int, int]]:
-        from wanbench.profiles.base import DATABASE
-
         with self.lab.admin(self.server) as conn:
             cur = conn.cursor()
             if self.wait:

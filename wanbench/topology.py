@@ -141,13 +141,16 @@ class Scenario:
     peers: tuple[str, ...] = ()
     families: tuple[str, ...] = ("rtt", "bandwidth", "loss")
     description: str = ""
+    #: capabilities its cells need beyond the shape of every cluster (``wanbench.profiles.capabilities``,
+    #: by name, e.g. ``replicas``): on a cluster without one they are skipped, saying which
+    needs: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
         return self.name
 
 
-_SCENARIO_KEYS = {"target", "workload", "path", "peers", "families", "description"}
+_SCENARIO_KEYS = {"target", "workload", "path", "peers", "families", "description", "needs"}
 
 
 def load_catalog(profile: str) -> dict[str, Scenario]:
@@ -174,6 +177,9 @@ def parse_catalog(text: str, *, source: str) -> dict[str, Scenario]:
         for key in ("target", "workload"):
             if key not in spec:
                 raise ConfigError(f"{source}: scenario {name!r} lacks {key!r}")
+        needs = spec.get("needs", [])
+        if not isinstance(needs, list) or not all(isinstance(n, str) for n in needs):
+            raise ConfigError(f"{source}: scenario {name!r}: 'needs' must be a list of capability names")
         out[name] = Scenario(
             name=name,
             target=spec["target"],
@@ -182,6 +188,7 @@ def parse_catalog(text: str, *, source: str) -> dict[str, Scenario]:
             peers=tuple(spec.get("peers", ())),
             families=tuple(spec.get("families", ("rtt", "bandwidth", "loss"))),
             description=spec.get("description", ""),
+            needs=tuple(needs),
         )
     return out
 

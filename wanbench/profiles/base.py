@@ -8,7 +8,13 @@ below for real, so the fixtures call them without asking which profile they
 have (``fixtures/cluster.py`` types its cluster as ``Cluster`` and
 mypy checks both classes against it). How a profile puts a fault in place
 (which mechanism, on which host) is its own business, behind ``apply`` and
-``clear``; it is not part of the shape.
+``clear``; it is not part of the shape. What only some profiles can do
+(outages, replicas that acknowledge commits, an evidence source, lab
+controls) is offered as capabilities (``offers``,
+``wanbench.profiles.capabilities``), decided when the cluster is built.
+
+A profile opens its cluster for a session from a ``ClusterSetup``; which
+function opens which profile is the table in ``wanbench.profiles.registry``.
 """
 
 from __future__ import annotations
@@ -16,14 +22,20 @@ from __future__ import annotations
 import os
 import platform
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from wanbench.errors import WanbenchError
 from wanbench.faults.base import Evidence, Fault
 from wanbench.procs import cpu_model
+from wanbench.profiles.capabilities import Offers
 from wanbench.sql import DATABASE, SqlTarget
 from wanbench.topology import Scenario, Topology
+
+if TYPE_CHECKING:  # typing only: the heartbeat loads mysql-connector
+    from wanbench.heartbeat import RowSource
 
 
 @dataclass(frozen=True)
@@ -46,9 +58,12 @@ class DryRun(WanbenchError):
 class Cluster(Protocol):
     """A cluster under test, whatever its profile."""
 
-    #: the profile's name ("lab", "tidb"): picks the scenario catalog and the default budgets
+    #: the profile's name ("lab", "tidb"): picks the scenario catalog and the default budgets, and
+    #: names the profile in messages; never asked to decide what the cluster can do (``offers`` says)
     profile: str
     topology: Topology
+    #: the capabilities this cluster offers (``wanbench.profiles.capabilities``), fixed when it was built
+    offers: Offers
 
     def sql_targets(self, path: str) -> list[SqlTarget]:
         """Where clients connect on ``path`` ("proxy" or "direct")."""
@@ -101,9 +116,30 @@ class Cluster(Protocol):
         """The facts that fingerprint a run (profile, versions, shape, client)."""
         ...
 
+    def copies(self) -> list[RowSource]:
+        """Every server that holds a copy of what a commit acknowledged, each read once it has
+        caught up, past any fault: where a lost acknowledged write shows (the heartbeat's RPO)."""
+        ...
+
     def close(self) -> None:
         """Clear what is still in place and let go of connections."""
         ...
+
+
+@dataclass(frozen=True)
+class ClusterSetup:
+    """What a profile is given to open its cluster for a session (``wanbench.profiles.registry``)."""
+
+    #: the run's options by name, as ``pytest.Config.getoption`` takes them (name, default)
+    option: Callable[..., Any]
+    #: says one line of what is being done (the run's progress)
+    note: Callable[[str], None]
+    #: what ``--cluster`` described (None: the profile builds its own, like the lab)
+    topology: Topology | None
+    #: this run's tag: names what the run puts in place (its faults, leases, watchdog)
+    tag: str
+    #: where the run started (the lab's default run directory is under it)
+    rootpath: Path
 
 
 def client_facts() -> dict[str, Any]:
@@ -112,4 +148,4 @@ def client_facts() -> dict[str, Any]:
             "python": sys.version.split()[0]}
 
 
-__all__ = ["DATABASE", "Cluster", "Credentials", "SqlTarget", "client_facts"]
+__all__ = ["DATABASE", "Cluster", "ClusterSetup", "Credentials", "SqlTarget", "client_facts"]

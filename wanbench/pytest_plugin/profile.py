@@ -15,6 +15,8 @@ import pytest
 
 from wanbench.errors import ConfigError
 from wanbench.faults.base import FAMILY_KIND
+from wanbench.profiles.capabilities import by_name
+from wanbench.profiles.registry import opener_of
 from wanbench.pytest_plugin.families import family_marker
 from wanbench.pytest_plugin.scaleout import plan_of
 from wanbench.topology import Scenario, Topology, load_catalog
@@ -45,6 +47,13 @@ def profile_of(config: pytest.Config) -> Profile:
 
             topology = load_cluster(path)
             profile = Profile(topology.profile, load_catalog(topology.profile), topology)
+        opener_of(profile.name)  # a profile without a cluster to open: said now, not when the session starts
+        for scenario in profile.catalog.values():
+            for need in scenario.needs:
+                try:
+                    by_name(need)
+                except ConfigError as exc:
+                    raise ConfigError(f"scenario {scenario.name} of the {profile.name} catalog: {exc}") from None
         unknown = [n for n in config.getoption("scenario") or () if n not in profile.catalog]
         if unknown:
             raise ConfigError(f"unknown scenario(s) {', '.join(unknown)} for the {profile.name} profile "

@@ -4,6 +4,11 @@ kind in place, how that fault is verified, and the facts that fingerprint a
 run. The TiDB profile's class has the same shape
 (``wanbench.profiles.tidb.cluster.TidbCluster``).
 
+What the lab offers beyond the shape (``offers``: its outages, its semi-sync
+replica, its evidence source, its servers' knobs) is decided in ``__init__``.
+``open_lab`` opens it for a session (``wanbench.profiles.registry``): the lab
+started unless it runs, and stopped again only if it was started.
+
 ``Cluster``, ``SqlTarget`` and ``client_facts`` live in
 ``wanbench.profiles.base`` and are importable from here too."""
 
@@ -14,9 +19,11 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wanbench.errors import FaultError, FaultVerificationError
 from wanbench.executors.local import LocalExecutor
@@ -26,7 +33,8 @@ from wanbench.faults.lease import LeaseKeeper
 from wanbench.faults.probe import Capabilities, choose_mechanism, probe
 from wanbench.faults.toxiproxy import TOXIC_PREFIX, ToxiproxyMechanism, expected_added_ms, write_toxic_lease
 from wanbench.procs import ProcessHandle, proc_start_time, spawn
-from wanbench.profiles.base import Cluster, SqlTarget, client_facts
+from wanbench.profiles.base import Cluster, ClusterSetup, SqlTarget, client_facts
+from wanbench.profiles.capabilities import EVIDENCE, LAB_CONTROLS, OUTAGES, REPLICAS, Offers
 from wanbench.profiles.lab.faults import (
     lab_link_mechanism,
     lab_run_id,
@@ -35,9 +43,15 @@ from wanbench.profiles.lab.faults import (
     sweep_lab,
     verify_lab_fault,
 )
+from wanbench.profiles.lab.layout import default_run_dir
+from wanbench.profiles.lab.offers import LabEvidence, LabReplicas, RunningLabControls
+from wanbench.profiles.lab.outages import LabOutages
 from wanbench.profiles.lab.servers import Lab
 from wanbench.sql import connect as sql_connect
 from wanbench.topology import Link, Scenario
+
+if TYPE_CHECKING:
+    from wanbench.heartbeat import RowSource
 
 #: Measured on the lab (min of 7 ``SELECT 1`` round trips, 5 applies per level, 1..200 ms): Toxiproxy adds
 #: its level plus 0.1-1.3 ms per faulted link a request crosses, whatever the level (its timers and
@@ -60,7 +74,8 @@ class LabCluster:
 
     profile = "lab"
 
-    def __init__(self, lab: Lab, *, tag: str, grace_s: float = 60.0, lease_s: float = DEFAULT_LEASE_S) -> None:
+    def __init__(self, lab: Lab, *, tag: str, grace_s: float = 60.0, lease_s: float = DEFAULT_LEASE_S,
+                 lab_prometheus: bool = False) -> None:
         self.lab = lab
         self.tag = tag
         self.grace_s = grace_s
@@ -70,7 +85,13 @@ class LabCluster:
         self._lease_dir = lab.run_dir / f"leases-{tag}"
         self._toxiproxy = ToxiproxyMechanism(lab.toxiproxy, self.topology, tag=tag)
         self._mechanisms: dict[FaultKind, Mechanism] = {}
-        self._caps: Capabilities | None = None
+        self._kernel: Capabilities | None = None
+        self.offers = (Offers()
+                       .add(OUTAGES, LabOutages(lab, tag=tag, keeper=self.leases, kernel=lambda: self.kernel,
+                                                grace_s=grace_s))
+                       .add(REPLICAS, LabReplicas(lab))
+                       .add(EVIDENCE, LabEvidence(lab, prometheus=lab_prometheus))
+                       .add(LAB_CONTROLS, RunningLabControls(lab)))
 
     # -- connections ---------------------------------------------------------------
     def sql_targets(self, path: str) -> list[SqlTarget]:
@@ -99,14 +120,14 @@ class LabCluster:
         return self._mechanisms[kind]
 
     @property
-    def capabilities(self) -> Capabilities:
+    def kernel(self) -> Capabilities:
         """What this machine's kernel can do, probed once (never guessed from error text)."""
-        if self._caps is None:
-            self._caps = probe(LocalExecutor("localhost"))
-        return self._caps
+        if self._kernel is None:
+            self._kernel = probe(LocalExecutor("localhost"))
+        return self._kernel
 
     def _make_mechanism(self, kind: FaultKind) -> Mechanism:
-        name = choose_mechanism(kind, self.capabilities)
+        name = choose_mechanism(kind, self.kernel)
         if name == "toxiproxy":
             return self._toxiproxy
         return lab_link_mechanism(kind, self.topology, tag=self.tag, mechanism=name, keeper=self.leases,
@@ -278,10 +299,18 @@ class LabCluster:
             "versions": {"mariadb": self.lab.state().get("version", "")},
             "topology_shape": self.topology.shape(),
             "client": client_facts(),
-            "mechanisms": {k.value: choose_mechanism(k, self.capabilities) for k in FaultKind},
-            "kernel": self.capabilities.label,
+            "mechanisms": {k.value: choose_mechanism(k, self.kernel) for k in FaultKind},
+            "kernel": self.kernel.label,
             "endpoints": {p: "%s:%d" % self.lab.endpoint(p) for p in ("proxy", "direct")},
         }
+
+    def copies(self) -> list[RowSource]:
+        """The primary and the replica, each over its root UNIX socket, which no lab fault
+        touches; the replica once it has applied the primary's whole binlog."""
+        from wanbench.heartbeat import LabRowSource  # loads mysql-connector: only when rows are read
+
+        return [LabRowSource("primary", self.lab, "primary"),
+                LabRowSource("replica", self.lab, "replica", wait="caught_up")]
 
     def close(self) -> None:
         self.leases.close()
@@ -291,5 +320,28 @@ class LabCluster:
         shutil.rmtree(self._lease_dir, ignore_errors=True)
 
 
+@contextmanager
+def open_lab(setup: ClusterSetup) -> Iterator[LabCluster]:
+    """The embedded lab for a session: started unless it already runs, and
+    then stopped again at the end (one that was running is left running)."""
+    opt, note = setup.option, setup.note
+    lab = Lab(Path(opt("lab_dir") or default_run_dir(setup.rootpath)), opt("lab_port_base"), opt("lab_cpus"),
+              semisync_timeout_ms=opt("lab_semisync_timeout", None))
+    note(f"starting the lab in {lab.run_dir} (ports {lab.port_base}..{lab.port_base + 7})")
+    started = lab.up()
+    if not started:
+        note("the lab was already running: using it and leaving it running")
+        asked = opt("lab_semisync_timeout", None)
+        if asked and asked != lab.semisync_timeout_ms:
+            note(f"--lab-semisync-timeout {asked}ms ignored: the running lab keeps "
+                 f"{lab.semisync_timeout_ms}ms (stop it to change it)")
+    try:
+        yield LabCluster(lab, tag=setup.tag, grace_s=opt("fault_grace"), lease_s=opt("fault_lease"),
+                         lab_prometheus=bool(opt("lab_prometheus")))
+    finally:
+        if started:
+            note("stopping the lab")
+            lab.down()
 
-__all__ = ["Cluster", "LabCluster", "SqlTarget", "client_facts"]
+
+__all__ = ["Cluster", "LabCluster", "SqlTarget", "client_facts", "open_lab"]

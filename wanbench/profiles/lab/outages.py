@@ -10,17 +10,19 @@ import os
 import shlex
 import signal
 import socket
+from collections.abc import Callable
 from typing import Any
 
 from wanbench.errors import FaultError, FaultVerificationError
 from wanbench.executors.local import LocalExecutor
 from wanbench.faults.base import Evidence, Fault, FaultKind
 from wanbench.faults.deadman import DeadMan, RunInfo
-from wanbench.faults.lease import DeadManLease
+from wanbench.faults.lease import DeadManLease, LeaseKeeper
 from wanbench.faults.outage import PARTITION_LEVEL, Outage, OutageKind
+from wanbench.faults.probe import Capabilities
 from wanbench.procs import proc_state
-from wanbench.profiles.lab.cluster import LabCluster
 from wanbench.profiles.lab.faults import lab_link_mechanism, lab_scope
+from wanbench.profiles.lab.servers import Lab
 from wanbench.topology import Scenario
 from wanbench.wait import wait_for
 
@@ -35,27 +37,32 @@ def _port_answers(port: int, timeout: float = 0.5) -> bool:
 
 
 class LabOutages:
-    """Partition, pause and restart of one lab component (proxy, primary, replica)."""
+    """Partition, pause and restart of one lab component (proxy, primary, replica):
+    the lab's ``Outages`` (``wanbench.profiles.capabilities``), which ``LabCluster``
+    makes with its own tag, leases and kernel probe (``kernel``: asked on first use)."""
 
-    def __init__(self, cluster: LabCluster, *, grace_s: float | None = None) -> None:
-        self.cluster = cluster
-        self.lab = cluster.lab
-        self.grace_s = cluster.grace_s if grace_s is None else grace_s
-        self.run = RunInfo.current(f"lab{cluster.tag}")
-        self.keeper = cluster.leases
+    def __init__(self, lab: Lab, *, tag: str, keeper: LeaseKeeper, kernel: Callable[[], Capabilities],
+                 grace_s: float) -> None:
+        self.lab = lab
+        self.topology = lab.topology
+        self.tag = tag
+        self.kernel = kernel
+        self.grace_s = grace_s
+        self.run = RunInfo.current(f"lab{tag}")
+        self.keeper = keeper
         self._deadman = DeadMan(LocalExecutor("localhost"), state_dir=str(self.lab.run_dir / "deadman"),
                                 lease_s=self.keeper.lease_s)
         self._partition: dict[Outage, Any] = {}
         self._paused: dict[Outage, int] = {}
 
     def outage_for(self, scenario: Scenario, kind: OutageKind, hold_s: float) -> Outage:
-        targets = self.cluster.topology.select(scenario.target)
+        targets = self.topology.select(scenario.target)
         if len(targets) != 1:
             raise FaultError("lab", f"scenario {scenario.name!r} selects {len(targets)} components, expected 1")
         return Outage(kind, targets[0].name, hold_s)
 
     def ports(self, outage: Outage) -> list[int]:
-        return [ln.listen for ln in self.cluster.topology.links_of(outage.component) if ln.listen]
+        return [ln.listen for ln in self.topology.links_of(outage.component) if ln.listen]
 
     def render(self, outage: Outage) -> str:
         """What apply would do (the lab has no dry run; this is for the evidence and docs)."""
@@ -112,11 +119,11 @@ class LabOutages:
         return f"pause-{self.run.run_id}-{outage.component}"
 
     def _apply_partition(self, outage: Outage) -> Evidence:
-
-        if not (self.cluster.capabilities.nft and self.cluster.capabilities.nft_numgen):
-            raise FaultError("lab", f"a partition needs nftables here (probe: {self.cluster.capabilities.label})")
-        mech = lab_link_mechanism(FaultKind.LOSS, self.cluster.topology, tag=self.cluster.tag, mechanism="nft",
-                                  keeper=self.cluster.leases, scope=lab_scope(self.lab.port_base))
+        kernel = self.kernel()
+        if not (kernel.nft and kernel.nft_numgen):
+            raise FaultError("lab", f"a partition needs nftables here (probe: {kernel.label})")
+        mech = lab_link_mechanism(FaultKind.LOSS, self.topology, tag=self.tag, mechanism="nft",
+                                  keeper=self.keeper, scope=lab_scope(self.lab.port_base))
         fault = Fault(outage.component, PARTITION_LEVEL)
         self._partition[outage] = mech
         ev = mech.apply(fault, deadline_s=outage.hold_s + self.grace_s)

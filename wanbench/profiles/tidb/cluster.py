@@ -7,22 +7,33 @@ every host is checked (``preflight``); the PD leader is asked live before
 each fault; a bandwidth fault samples PD's pending-peer regions until it is
 cleared. With ``dry_run`` nothing connects anywhere: ``apply`` raises
 ``DryRun`` carrying the rendered commands.
+
+It offers outages over SSH (``TidbClusterOutages``, ``outages.py``) and its
+Prometheus as the evidence source (``wanbench.profiles.capabilities``); no
+replica that acknowledges commits (TiKV's Raft followers cannot be read
+apart). ``open_tidb`` opens it for a session (``wanbench.profiles.registry``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
-from wanbench.errors import FaultError, FaultVerificationError, InfrastructureError, WanbenchError
+from wanbench.errors import ConfigError, FaultError, FaultVerificationError, InfrastructureError, WanbenchError
+from wanbench.evidence.prometheus import find_prometheus
+from wanbench.evidence.windows import TidbPrometheus
 from wanbench.executors.base import Executor
 from wanbench.faults.base import Evidence, Fault, FaultKind
 from wanbench.faults.deadman import DEFAULT_LEASE_S, RunInfo
 from wanbench.faults.lease import LeaseKeeper
-from wanbench.profiles.base import DryRun, SqlTarget, client_facts
+from wanbench.faults.outage import Outage, OutageKind
+from wanbench.profiles.base import ClusterSetup, DryRun, SqlTarget, client_facts
+from wanbench.profiles.capabilities import EVIDENCE, OUTAGES, Offers
 from wanbench.profiles.tidb.facts import collect_facts
 from wanbench.profiles.tidb.model import cluster_settings
+from wanbench.profiles.tidb.outages import TidbOutages
 from wanbench.profiles.tidb.pd import LeaderDiscovery, PDClient, PendingPeerSampler, discover_leader
 from wanbench.profiles.tidb.plan import FaultPlan, plan_fault, render_dry_run
 from wanbench.profiles.tidb.preflight import PreflightReport, preflight, resolve_interfaces, ssh_executors
@@ -36,6 +47,12 @@ from wanbench.profiles.tidb.tcplan import (
 )
 from wanbench.profiles.tidb.views import pd_client_urls, sql_endpoints, workload_settings
 from wanbench.topology import LoadHost, Scenario, Topology, parse_load_hosts
+
+if TYPE_CHECKING:
+    from wanbench.heartbeat import RowSource
+
+#: what the evidence says when the cluster has no Prometheus to ask
+NO_PROMETHEUS = "evidence: the topology has no Prometheus and --prometheus is not given: no server-side evidence"
 
 
 @dataclasses.dataclass
@@ -64,6 +81,7 @@ class TidbCluster:
         pending_interval_s: float = 5.0,
         state_dir_for: Callable[[str], str] | None = None,
         accept_new_host_keys: bool = False,
+        prometheus: str | None = None,
     ) -> None:
         self.topology = topology
         self.tag = tag
@@ -86,6 +104,9 @@ class TidbCluster:
         self._plans: dict[Fault, tuple[FaultPlan, LeaderDiscovery | None]] = {}
         self._active: dict[Fault, _Active] = {}
         self.last_discovery: LeaderDiscovery | None = None
+        self.offers = (Offers()
+                       .add(OUTAGES, TidbClusterOutages(self))
+                       .add(EVIDENCE, TidbPrometheus(find_prometheus(topology, prometheus), why_none=NO_PROMETHEUS)))
 
     # -- hosts -----------------------------------------------------------------------------------------
     @property
@@ -318,6 +339,12 @@ class TidbCluster:
         ctx["fingerprint"] = fp
         return ctx
 
+    def copies(self) -> list[RowSource]:
+        """One copy as SQL sees it, through the first TiDB server: TiKV's replicas are not read apart."""
+        from wanbench.heartbeat import Endpoint, SqlRowSource  # loads mysql-connector: only when rows are read
+
+        return [SqlRowSource("tidb", Endpoint.of(self.sql_targets("direct")[0]))]
+
     def close(self) -> None:
         self.leases.close()
         for fault, active in list(self._active.items()):
@@ -330,4 +357,50 @@ class TidbCluster:
                 ex.close()
 
 
-__all__ = ["DryRun", "TidbCluster"]
+class TidbClusterOutages:
+    """The cluster's ``Outages``: ``TidbOutages`` over the cluster's SSH connections (made on
+    first use), planned on the live topology (the PD leader as PD says it is now), printed
+    and refused under a dry run, and only after every host passed the preflight otherwise."""
+
+    def __init__(self, cluster: TidbCluster) -> None:
+        self.cluster = cluster
+        self._driver: TidbOutages | None = None
+
+    @property
+    def driver(self) -> TidbOutages:
+        if self._driver is None:
+            c = self.cluster
+            self._driver = TidbOutages(c.topology, executors=None if c.dry_run else c.executors, dry_run=c.dry_run,
+                                       load_host=c.load_host, grace_s=c.grace_s, run=c.run,
+                                       state_dir_for=c.state_dir_for, keeper=c.leases)
+        return self._driver
+
+    def outage_for(self, scenario: Scenario, kind: OutageKind, hold_s: float) -> Outage:
+        c = self.cluster
+        driver = self.driver
+        plan = driver.plan(scenario, kind, hold_s, topology=None if c.dry_run else c.live_topology())
+        if c.dry_run:
+            raise DryRun(driver.render(plan))
+        c.preflight()
+        return plan.outage
+
+    def apply(self, outage: Outage) -> Evidence:
+        return self.driver.apply(outage)
+
+    def clear(self, outage: Outage, evidence: Evidence) -> Evidence:
+        return self.driver.clear(outage, evidence)
+
+
+@contextmanager
+def open_tidb(setup: ClusterSetup) -> Iterator[TidbCluster]:
+    """The cluster ``--cluster`` described, for a session; nothing connects before it is used."""
+    if setup.topology is None:
+        raise ConfigError("the tidb profile needs --cluster")
+    opt = setup.option
+    yield TidbCluster(setup.topology, tag=setup.tag, dry_run=bool(opt("dry_run")), pd_url=opt("pd_url"),
+                      load_host=opt("load_host"), load_hosts=opt("load_hosts"), grace_s=float(opt("fault_grace")),
+                      lease_s=float(opt("fault_lease")), accept_new_host_keys=bool(opt("ssh_accept_new_hosts")),
+                      prometheus=opt("prometheus"))
+
+
+__all__ = ["DryRun", "TidbCluster", "TidbClusterOutages", "open_tidb"]

@@ -1,0 +1,135 @@
+"""The collectors a profile's evidence source hands out
+(``wanbench.profiles.capabilities.EvidenceWindows``): each remembers a cell's
+measured windows and turns them into the cell's evidence when it is recorded.
+
+* ``LabWindows``: the lab's ``/proc`` and server counters
+  (``wanbench.evidence.collect``), plus its own Prometheus' view when that runs;
+* ``TidbWindows``: a Prometheus that scrapes TiDB (``tidb_evidence``), asked
+  about each window's wall-clock edges; ``TidbPrometheus`` is the evidence
+  source that makes one, for any cluster that has such a Prometheus.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from wanbench.errors import InfrastructureError
+from wanbench.evidence.collect import EvidenceCollector, LabProbe
+from wanbench.evidence.prometheus import LabPrometheus, PromClient, tidb_evidence
+
+
+class TidbWindows:
+    """Remembers each window's wall-clock edges and asks the Prometheus about
+    them when the cell is recorded (its scrape interval, 15 s by default on a
+    TiDB cluster, limits the resolution). ``stop``: what ``close`` stops (a
+    Prometheus started for the session; a cluster's own is left alone)."""
+
+    def __init__(self, client: PromClient, *, stop: Callable[[], object] | None = None) -> None:
+        self.client = client
+        self._stop = stop
+        self._edges: list[list[float]] = []
+        self._missed: list[str] = []
+        self._lock = threading.Lock()
+
+    def reset(self) -> None:
+        with self._lock:
+            self._edges, self._missed = [], []
+
+    def prepare(self) -> None:
+        """Nothing to read ahead: Prometheus is asked when the cell is recorded."""
+
+    def begin(self) -> None:
+        with self._lock:
+            self._edges.append([time.time()])
+
+    def end(self) -> None:
+        with self._lock:
+            if self._edges and len(self._edges[-1]) == 1:
+                self._edges[-1].append(time.time())
+
+    def missed(self, reason: str) -> None:
+        with self._lock:
+            self._missed.append(reason)
+
+    def take(self, *, client: Mapping[str, Any] | None = None, qps: float | None = None) -> dict[str, Any] | None:
+        with self._lock:
+            edges = [e for e in self._edges if len(e) == 2]
+            missed, self._edges, self._missed = self._missed, [], []
+        if not edges:
+            return {"error": "; ".join(missed)} if missed else None
+        start, end = edges[0][0], edges[-1][1]
+        try:
+            ev = tidb_evidence(self.client, start, end)
+        except InfrastructureError as exc:
+            return {"window_s": round(end - start, 3), "error": str(exc)}
+        if qps is not None:
+            ev.setdefault("qps", {})["client"] = round(qps, 1)
+        if missed:
+            ev.setdefault("notes", []).extend(missed)
+        return ev
+
+    def close(self) -> None:
+        stop, self._stop = self._stop, None
+        if stop is not None:
+            stop()
+
+
+class TidbPrometheus:
+    """The evidence source of a cluster whose Prometheus scrapes TiDB (``url``;
+    None: there is none, and ``why_none`` says so when the session asks)."""
+
+    def __init__(self, url: str | None, *, why_none: str = "no Prometheus: no server-side evidence") -> None:
+        self.url = url
+        self.why_none = why_none
+
+    def open(self, note: Callable[[str], None]) -> TidbWindows | None:
+        if self.url is None:
+            note(self.why_none)
+            return None
+        return TidbWindows(PromClient(self.url))
+
+
+class LabWindows(EvidenceCollector):
+    """The lab's collector, plus its Prometheus' view when that runs
+    (``started``: the one this session started, stopped by ``close``)."""
+
+    def __init__(self, probe: LabProbe, prom: LabPrometheus | None, *, started: LabPrometheus | None = None) -> None:
+        super().__init__(probe)
+        self.prom = prom
+        self.started = started
+        self._wall: list[list[float]] = []
+
+    def reset(self) -> None:
+        super().reset()
+        self._wall = []
+
+    def begin(self) -> None:
+        super().begin()
+        self._wall.append([time.time()])
+
+    def end(self) -> None:
+        super().end()
+        if self._wall and len(self._wall[-1]) == 1:
+            self._wall[-1].append(time.time())
+
+    def take(self, *, client: Mapping[str, Any] | None = None, qps: float | None = None) -> dict[str, Any] | None:
+        wall = [w for w in self._wall if len(w) == 2]
+        self._wall = []
+        ev = super().take(client=client, qps=qps)
+        if ev is not None and self.prom is not None and wall:
+            try:
+                ev["prometheus"] = self.prom.evidence(wall[0][0], wall[-1][1])
+            except InfrastructureError as exc:
+                ev["prometheus"] = {"error": str(exc)}
+        return ev
+
+    def close(self) -> None:
+        if self.started is not None:
+            self.started.down()
+            self.started = None
+
+
+__all__ = ["LabWindows", "TidbPrometheus", "TidbWindows"]
