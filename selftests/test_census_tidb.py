@@ -58,7 +58,7 @@ def test_a_window_is_the_difference_of_two_snapshots() -> None:
 def test_every_counter_feeds_the_census() -> None:
     named = {c for sources in WORK.values() for c in sources}
     for sel in SELECTORS:
-        assert sel.counter in named or sel.counter in ("kv_rpc", "kv_txn"), sel
+        assert sel.counter in named or sel.counter in ("kv_rpc", "kv_txn", "Bytes_sent", "Bytes_received"), sel
     assert KV_PREFIX == "kv_requests."
 
 
@@ -68,3 +68,10 @@ def test_the_promql_selects_what_the_scrape_path_reads() -> None:
         'sum by (type) (rate(tidb_tikvclient_request_seconds_count{scope!="true", store!="0"}[12s]))')
     assert q["census.commits:tidb_session_transaction_duration_seconds_count"] == (
         'sum(rate(tidb_session_transaction_duration_seconds_count{type="commit", scope!="internal"}[12s]))')
+
+
+def test_bytes_between_clients_and_tidb_on_every_build_that_counts_them() -> None:
+    """v5.3's histogram sum (type read/write) and the 2025 counter (type In/Out); v4.0 has neither."""
+    assert (counters("v5.3")["Bytes_sent"], counters("v5.3")["Bytes_received"]) == (198, 0)
+    assert (counters("2025 unistore")["Bytes_sent"], counters("2025 unistore")["Bytes_received"]) == (996, 725)
+    assert "Bytes_sent" not in counters("v4.0")

@@ -114,6 +114,12 @@ SELECTORS: tuple[Selector, ...] = (
     Selector("kv_txn", "tidb_tikvclient_txn_regions_num_sum", {}, NOT_INTERNAL, by="type",
              rename={"2pc_prewrite": "Prewrite", "2pc_commit": "Commit", "2pc_pessimistic_lock": "PessimisticLock",
                      "coprocessor": "Cop", "batch_coprocessor": "BatchCop"}),
+    # bytes between clients and TiDB (the census's bytes_per_op.tidb): a histogram's sum up to v5, a counter
+    # with type In/Out later (v8.5's dashboards select type=~"In|read" and "Out|write")
+    Selector("Bytes_received", "tidb_server_packet_io_bytes", regex={"type": "In|read"}),
+    Selector("Bytes_received", "tidb_server_packet_io_bytes_sum", regex={"type": "In|read"}),
+    Selector("Bytes_sent", "tidb_server_packet_io_bytes", regex={"type": "Out|write"}),
+    Selector("Bytes_sent", "tidb_server_packet_io_bytes_sum", regex={"type": "Out|write"}),
     # TSO requests TiDB's PD client made (a real cluster), and waits on a TSO (every build)
     Selector("tso_requests", "pd_client_cmd_handle_cmds_duration_seconds_count", {"type": "tso"}),
     Selector("tso_waits", "tidb_tikvclient_ts_future_wait_seconds_count"),

@@ -19,36 +19,65 @@ from typing import Any
 from wanbench.errors import InfrastructureError
 from wanbench.evidence.collect import EvidenceCollector, LabProbe
 from wanbench.evidence.prometheus import LabPrometheus, PromClient, tidb_evidence
+from wanbench.evidence.tidb_metrics import MetricsProbe, difference
 
 
 class TidbWindows:
     """Remembers each window's wall-clock edges and asks the Prometheus about
     them when the cell is recorded (its scrape interval, 15 s by default on a
     TiDB cluster, limits the resolution). ``stop``: what ``close`` stops (a
-    Prometheus started for the session; a cluster's own is left alone)."""
+    Prometheus started for the session; a cluster's own is left alone).
 
-    def __init__(self, client: PromClient, *, stop: Callable[[], object] | None = None) -> None:
+    ``probe`` (``wanbench.evidence.tidb_metrics.MetricsProbe``): the census
+    counters are read from the tidb-servers' own ``/metrics`` at each window's
+    edges, exact totals over the windows (``counters``), as the lab reads
+    ``SHOW GLOBAL STATUS``; without it the census divides Prometheus' rates."""
+
+    def __init__(self, client: PromClient, *, stop: Callable[[], object] | None = None,
+                 probe: MetricsProbe | None = None) -> None:
         self.client = client
         self._stop = stop
+        self.probe = probe
         self._edges: list[list[float]] = []
         self._missed: list[str] = []
+        self._open: dict[str, float] | None = None
+        self._totals: dict[str, float] = {}
+        self._counted = 0
         self._lock = threading.Lock()
 
     def reset(self) -> None:
         with self._lock:
             self._edges, self._missed = [], []
+            self._open, self._totals, self._counted = None, {}, 0
 
     def prepare(self) -> None:
         """Nothing to read ahead: Prometheus is asked when the cell is recorded."""
 
+    def _snapshot(self) -> dict[str, float] | None:
+        if self.probe is None:
+            return None
+        try:
+            return self.probe.snapshot()
+        except InfrastructureError as exc:
+            self.missed(f"census counters: {exc}")
+            return None
+
     def begin(self) -> None:
+        snap = self._snapshot()
         with self._lock:
             self._edges.append([time.time()])
+            self._open = snap
 
     def end(self) -> None:
+        snap = self._snapshot()
         with self._lock:
             if self._edges and len(self._edges[-1]) == 1:
                 self._edges[-1].append(time.time())
+                if self._open is not None and snap is not None:
+                    for k, v in difference(self._open, snap).items():
+                        self._totals[k] = v if k == "kv_source" else self._totals.get(k, 0.0) + v
+                    self._counted += 1
+                self._open = None
 
     def missed(self, reason: str) -> None:
         with self._lock:
@@ -58,6 +87,7 @@ class TidbWindows:
         with self._lock:
             edges = [e for e in self._edges if len(e) == 2]
             missed, self._edges, self._missed = self._missed, [], []
+            totals, counted, self._totals, self._counted = self._totals, self._counted, {}, 0
         if not edges:
             return {"error": "; ".join(missed)} if missed else None
         start, end = edges[0][0], edges[-1][1]
@@ -67,6 +97,12 @@ class TidbWindows:
             return {"window_s": round(end - start, 3), "error": str(exc)}
         if qps is not None:
             ev.setdefault("qps", {})["client"] = round(qps, 1)
+        if counted == len(edges) and totals:  # every window read at its edges: exact totals for the census
+            ev["counters"] = {"tidb": {k: round(v, 3) for k, v in totals.items()}}
+            ev["windows"] = counted
+            ev["counters_source"] = "tidb-server /metrics at each window's edges: " + ", ".join(self.probe.urls
+                                                                                                 if self.probe
+                                                                                                 else [])
         if missed:
             ev.setdefault("notes", []).extend(missed)
         return ev
