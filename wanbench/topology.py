@@ -193,6 +193,19 @@ def parse_catalog(text: str, *, source: str) -> dict[str, Scenario]:
     return out
 
 
+def load_unavailable(profile: str) -> dict[str, str]:
+    """The scenarios a profile's catalog refuses (``unavailable:`` name -> why), e.g. the TiDB lab's
+    replica scenarios: a user asking for one by name gets the reason, not "unknown scenario"."""
+    try:
+        text = resources.files("wanbench.catalogs").joinpath(f"{profile}.yaml").read_text()
+    except FileNotFoundError:
+        return {}
+    raw = (load_yaml(text, source=f"catalogs/{profile}.yaml") or {}).get("unavailable") or {}
+    if not isinstance(raw, dict) or not all(isinstance(v, str) for v in raw.values()):
+        raise ConfigError(f"catalogs/{profile}.yaml: 'unavailable' must map scenario names to the reason")
+    return {str(k): str(v) for k, v in raw.items()}
+
+
 def select_scenarios(catalog: Mapping[str, Scenario], names: Iterable[str] | None, family: str) -> list[Scenario]:
     """The catalog's scenarios for ``family``, optionally narrowed to ``names``."""
     chosen = [s for s in catalog.values() if family in s.families]

@@ -29,6 +29,12 @@ def _lab(setup: ClusterSetup) -> AbstractContextManager[Cluster]:
     return open_lab(setup)
 
 
+def _tidb_lab(setup: ClusterSetup) -> AbstractContextManager[Cluster]:
+    from wanbench.profiles.lab.tidb_cluster import open_tidb_lab
+
+    return open_tidb_lab(setup)
+
+
 def _tidb(setup: ClusterSetup) -> AbstractContextManager[Cluster]:
     from wanbench.profiles.tidb.cluster import open_tidb
 
@@ -38,6 +44,7 @@ def _tidb(setup: ClusterSetup) -> AbstractContextManager[Cluster]:
 #: profile name -> its opener; a new profile adds one line here (and its catalog and budgets)
 PROFILES: Mapping[str, Opener] = MappingProxyType({
     "lab": _lab,
+    "tidb-lab": _tidb_lab,
     "tidb": _tidb,
 })
 

@@ -19,7 +19,7 @@ from wanbench.profiles.capabilities import by_name
 from wanbench.profiles.registry import opener_of
 from wanbench.pytest_plugin.families import family_marker
 from wanbench.pytest_plugin.scaleout import plan_of
-from wanbench.topology import Scenario, Topology, load_catalog
+from wanbench.topology import Scenario, Topology, load_catalog, load_unavailable
 
 FAULT_FAMILIES = tuple(FAMILY_KIND)
 
@@ -41,8 +41,11 @@ def profile_of(config: pytest.Config) -> Profile:
     path = config.getoption("cluster")
     try:
         if path is None:
-            profile = Profile("lab", load_catalog("lab"), None)
+            name = "tidb-lab" if config.getoption("lab_flavour", "mariadb") == "tidb" else "lab"
+            profile = Profile(name, load_catalog(name), None)
         else:
+            if config.getoption("lab_flavour", "mariadb") != "mariadb":
+                raise ConfigError("--lab-flavour chooses the lab a run starts; with --cluster no lab starts")
             from wanbench.profiles.tidb.topology import load_cluster
 
             topology = load_cluster(path)
@@ -54,6 +57,10 @@ def profile_of(config: pytest.Config) -> Profile:
                     by_name(need)
                 except ConfigError as exc:
                     raise ConfigError(f"scenario {scenario.name} of the {profile.name} catalog: {exc}") from None
+        refused = load_unavailable(profile.name)
+        for n in config.getoption("scenario") or ():
+            if n in refused:
+                raise ConfigError(f"scenario {n} is not available on the {profile.name} profile: {refused[n]}")
         unknown = [n for n in config.getoption("scenario") or () if n not in profile.catalog]
         if unknown:
             raise ConfigError(f"unknown scenario(s) {', '.join(unknown)} for the {profile.name} profile "

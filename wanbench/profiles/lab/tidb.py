@@ -45,6 +45,11 @@ from wanbench.sql import connect as sql_connect
 from wanbench.topology import Topology
 from wanbench.wait import wait_for
 
+#: the TiDB lab's own ports, apart from a MariaDB lab's default block (23300..23313), so both can run
+DEFAULT_TIDB_PORT_BASE = 23350
+#: what this SQL tier is and is not, wherever a run says which cluster it measured
+STORAGE_NOTE = ("TiDB's SQL tier (tidb-server, storage in-process: unistore); no PD, no TiKV, so nothing "
+                "behind TiDB crosses a network")
 #: what ``scripts/setup-tidb`` builds into bin/
 TIDB_BINARY = PROJECT_ROOT / "bin" / "tidb-server"
 #: tidb-server's own settings in the lab (a TOML file next to its data)
@@ -202,4 +207,4 @@ class TidbLab(Lab):
                 "tidb_store": facts.get("store", "")}
 
 
-__all__ = ["TidbLab", "parse_tidb_version"]
+__all__ = ["DEFAULT_TIDB_PORT_BASE", "STORAGE_NOTE", "TidbLab", "parse_tidb_version"]
