@@ -66,6 +66,10 @@ from wanbench.gate.outcome import (
     R_NO_BASELINE,
     R_NO_CHECKS,
     R_NO_ROUNDS,
+    R_ROUNDS_NOISY,
+    R_ROUNDS_TOO_FEW,
+    R_RUNS_MISSING,
+    R_RUNS_NOISY,
     R_WITHIN,
     R_ZERO_REFERENCE,
     REGRESSION,
@@ -76,7 +80,7 @@ from wanbench.gate.outcome import (
     Verdict,
     metric_name,
 )
-from wanbench.gate.render import _context, _drift_text, _fmt, _fmt_change, _guard_text, _head, _render, _undecided_why
+from wanbench.gate.render import _context, _drift_text, _fmt, _fmt_change, _guard_text, _head, _render, _undecided_text
 
 __all__ = [
     "BROKEN", "FAILING", "IMPROVEMENT", "INCOMPARABLE", "INCONCLUSIVE", "NO_BASELINE", "PASS", "PRIORITY",
@@ -100,6 +104,20 @@ def _drift_reason(o: Outcome, alpha: float) -> str | None:
     # the session's correction, as applied to the rounds' p-value, applies to this one too
     factor = o.p_worse_adj / o.p_worse if o.p_worse > 0 else 1.0
     return R_DRIFT_SPREAD if min(1.0, o.drift_p * factor) > alpha else None
+
+
+def _undecided_reason(o: Outcome) -> str:
+    """Why a check could not decide, as the code that sets what may repeat or
+    stay advisory (``REPEATABLE``, ``ADVISORY_REASONS``): accepted runs
+    missing, runs or rounds too noisy, or too few rounds for any p-value to
+    reach the check's alpha."""
+    if o.runs_missing:
+        return R_RUNS_MISSING
+    if o.unit == "run":
+        return R_RUNS_NOISY
+    if math.isinf(o.detectable):
+        return R_ROUNDS_TOO_FEW
+    return R_ROUNDS_NOISY
 
 
 def _judge_census(o: Outcome) -> Outcome:
@@ -145,8 +163,9 @@ def _judge(o: Outcome, alpha: float) -> Outcome:
     if o.statistical and -o.worse > limit and o.p_better_adj <= alpha:
         return replace(o, status=IMPROVEMENT, reason=R_BETTER, message=f"{head}: improvement ({_context(o)})")
     if not o.statistical or o.detectable > limit or o.worse > limit:
-        reason, why = _undecided_why(o)
-        return replace(o, status=INCONCLUSIVE, reason=reason, message=f"{head}, {why} ({_context(o)})")
+        reason = _undecided_reason(o)
+        return replace(o, status=INCONCLUSIVE, reason=reason,
+                       message=f"{head}, {_undecided_text(o, reason)} ({_context(o)})")
     return replace(
         o,
         status=PASS,
