@@ -26,6 +26,14 @@ BROKEN = "broken"
 PRIORITY = (BROKEN, REGRESSION, INCOMPARABLE, NO_BASELINE, INCONCLUSIVE, IMPROVEMENT, PASS)
 #: statuses that fail a cell (pytest), the exit status of ``compare`` and the Allure test
 FAILING = frozenset({BROKEN, REGRESSION})
+#: statuses that decide nothing: the cell is skipped, or fails under ``--gate-strict``
+UNDECIDED = frozenset({INCONCLUSIVE, INCOMPARABLE})
+
+# How a verdict ends its test: pytest's outcome, Allure's test status (same names), and
+# whether ``compare`` exits 1 (``wanbench.gate.verdict.ends_as``)
+PASSED = "passed"
+FAILED = "failed"
+SKIPPED = "skipped"
 
 # Reason codes: why a check or a cell ended as it did. Decisions test these,
 # never the text of a message (the message is rendered from the same data).

@@ -42,6 +42,7 @@ from wanbench.gate.integrity import Problem
 from wanbench.gate.outcome import (
     ADVISORY_REASONS,
     BROKEN,
+    FAILED,
     FAILING,
     IMPROVEMENT,
     INCOMPARABLE,
@@ -49,6 +50,7 @@ from wanbench.gate.outcome import (
     LOOKS_WORSE_P,
     NO_BASELINE,
     PASS,
+    PASSED,
     PRIORITY,
     R_ABSOLUTE_EXCEEDED,
     R_ABSOLUTE_WITHIN,
@@ -74,6 +76,8 @@ from wanbench.gate.outcome import (
     R_ZERO_REFERENCE,
     REGRESSION,
     REPEATABLE,
+    SKIPPED,
+    UNDECIDED,
     Outcome,
     Reference,
     RunSummary,
@@ -83,10 +87,11 @@ from wanbench.gate.outcome import (
 from wanbench.gate.render import _context, _drift_text, _fmt, _fmt_change, _guard_text, _head, _render, _undecided_text
 
 __all__ = [
-    "BROKEN", "FAILING", "IMPROVEMENT", "INCOMPARABLE", "INCONCLUSIVE", "NO_BASELINE", "PASS", "PRIORITY",
-    "R_CENSUS_BEYOND", "REGRESSION", "Judge", "Outcome", "Pending", "Reference", "RunSummary", "Verdict",
-    "assess", "assess_cell", "assess_runs", "correct", "correct_online", "decide", "is_undecided", "looks_worse",
-    "metric_name", "with_drift",
+    "BROKEN", "FAILED", "FAILING", "IMPROVEMENT", "INCOMPARABLE", "INCONCLUSIVE", "NO_BASELINE", "PASS", "PASSED",
+    "PRIORITY", "R_CENSUS_BEYOND", "REGRESSION", "SKIPPED", "Judge", "Outcome", "Pending", "Reference", "RunSummary",
+    "Verdict",
+    "assess", "assess_cell", "assess_runs", "correct", "correct_online", "decide", "ends_as", "is_undecided",
+    "looks_worse", "metric_name", "repeats", "with_drift",
 ]
 
 
@@ -255,6 +260,26 @@ def is_undecided(v: Verdict) -> bool:
     return any(o.status == INCONCLUSIVE and o.reason in REPEATABLE for o in v.outcomes)
 
 
+def repeats(v: Verdict, *, look: int, looks: int) -> bool:
+    """Whether a chain of ``looks`` runs (``--gate-max-runs``) measures this
+    cell again after run ``look``: its verdict there is not its last."""
+    return look < looks and is_undecided(v)
+
+
+def ends_as(v: Verdict, *, strict: bool = False, repeated: bool = False) -> str:
+    """How a verdict ends its test, one rule for every edge: pytest's outcome,
+    Allure's test status, and whether ``compare`` exits 1. A regression or a
+    broken cell fails; an undecided one is skipped, and fails under
+    ``--gate-strict`` unless the chain measures it again (``repeated``):
+    strict judges a cell's last verdict, not a look that a repeat may
+    decide. Everything else measured: it passes."""
+    if v.failing:
+        return FAILED
+    if v.status in UNDECIDED:
+        return FAILED if strict and not repeated else SKIPPED
+    return PASSED
+
+
 # ---------------------------------------------------------------- one run
 
 
@@ -326,19 +351,23 @@ class Judge:
             pending.saturated = str(client.get("message") or "load generator at its CPU limit")
         return pending
 
-    def verdict(self, key: CellKey, samples: Samples, *, cells: int, looks: int = 1,
+    def verdict(self, key: CellKey, samples: Samples, *, cells: int, looks: int = 1, look: int = 1,
                 client: Mapping[str, Any] | None = None,
                 problems: Sequence[Problem] = (),
                 census: Mapping[str, float] | None = None,
                 reference: Samples | None = None) -> tuple[Verdict, Pending]:
         """One cell's verdict as the session decides it: the session's alpha
         split over ``cells`` gated cells and ``looks`` runs of a chain
-        (Bonferroni), each cell's share over its own checks. pytest calls this
-        as each test ends; ``compare`` calls it for every cell of a results
-        file, so the two always agree on the same data."""
+        (Bonferroni), each cell's share over its own checks; ``look``: which
+        run of the chain this is. pytest calls this as each test ends;
+        ``compare`` calls it for every cell of a results file, so the two
+        always agree on the same data."""
         m = max(1, cells) * max(1, looks)
         alpha = self.budgets.policy.alpha
         pending = self.pending(key, samples, alpha_cell=alpha / m, client=client, census=census,
                                reference=reference)
         correct_online(pending, m)
-        return decide(pending, alpha=alpha, comparisons=m, problems=problems, repeating=looks > 1), pending
+        verdict = decide(pending, alpha=alpha, comparisons=m, problems=problems, repeating=looks > 1)
+        if look > 1:
+            verdict = replace(verdict, message=f"{verdict.message} [run {look} of at most {looks}]")
+        return verdict, pending
