@@ -247,6 +247,11 @@ class Verdict:
     def failing(self) -> bool:
         return self.status in FAILING
 
+    @property
+    def tag(self) -> str:
+        """The decision in the message pytest reports (``tag_of``)."""
+        return tag_of(self.status, self.reasons)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "status": self.status,
@@ -260,3 +265,15 @@ class Verdict:
             "alpha": self.alpha,
             "comparisons": self.comparisons,
         }
+
+
+#: how the tag of a verdict begins (``tag_of``)
+TAG_PREFIX = "[wanbench: "
+
+
+def tag_of(status: str, reasons: Sequence[str]) -> str:
+    """``[wanbench: status=regression reasons=CENSUS_BEYOND_BUDGET,BEYOND_BUDGET]``:
+    the verdict's status and reason codes at the end of the message pytest
+    fails or skips a cell with, so whatever reads only that message (Allure
+    2 categories, JUnit XML, a CI log) classifies by data, not by wording."""
+    return f"{TAG_PREFIX}status={status} reasons={','.join(reasons) or '-'}]"

@@ -91,7 +91,7 @@ __all__ = [
     "PRIORITY", "R_CENSUS_BEYOND", "REGRESSION", "SKIPPED", "Judge", "Outcome", "Pending", "Reference", "RunSummary",
     "Verdict",
     "assess", "assess_cell", "assess_runs", "correct", "correct_online", "decide", "ends_as", "is_undecided",
-    "looks_worse", "metric_name", "repeats", "with_drift",
+    "looks_worse", "metric_name", "repeats", "status_ends_as", "with_drift",
 ]
 
 
@@ -268,14 +268,18 @@ def repeats(v: Verdict, *, look: int, looks: int) -> bool:
 
 def ends_as(v: Verdict, *, strict: bool = False, repeated: bool = False) -> str:
     """How a verdict ends its test, one rule for every edge: pytest's outcome,
-    Allure's test status, and whether ``compare`` exits 1. A regression or a
-    broken cell fails; an undecided one is skipped, and fails under
-    ``--gate-strict`` unless the chain measures it again (``repeated``):
-    strict judges a cell's last verdict, not a look that a repeat may
-    decide. Everything else measured: it passes."""
-    if v.failing:
+    Allure's test status, and whether ``compare`` exits 1 (``status_ends_as``)."""
+    return status_ends_as(v.status, strict=strict, repeated=repeated)
+
+
+def status_ends_as(status: str, *, strict: bool = False, repeated: bool = False) -> str:
+    """A regression or a broken cell fails; an undecided one is skipped, and
+    fails under ``--gate-strict`` unless the chain measures it again
+    (``repeated``): strict judges a cell's last verdict, not a look that a
+    repeat may decide. Everything else measured: it passes."""
+    if status in FAILING:
         return FAILED
-    if v.status in UNDECIDED:
+    if status in UNDECIDED:
         return FAILED if strict and not repeated else SKIPPED
     return PASSED
 
