@@ -44,6 +44,7 @@ from wanbench.gate.budgets import Budgets, CellKey
 from wanbench.gate.outcome import RunSummary
 from wanbench.gate.verdict import FAILED, Judge, Pending, Verdict, correct, decide, ends_as, is_undecided, repeats
 from wanbench.report.tables import text_table
+from wanbench.units import parse_positive_int
 
 
 @dataclass
@@ -266,13 +267,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _runs(value: str) -> int:
+    """``parse_positive_int`` as argparse reports a bad value (exit 2, naming the option)."""
     try:
-        n = int(value)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"{value!r} is not a positive whole number")
-    return n
+        return parse_positive_int(value)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def register(subparsers: Any) -> None:

@@ -89,8 +89,7 @@ from wanbench.gate.render import _context, _drift_text, _fmt, _fmt_change, _guar
 __all__ = [
     "BROKEN", "FAILED", "FAILING", "IMPROVEMENT", "INCOMPARABLE", "INCONCLUSIVE", "NO_BASELINE", "PASS", "PASSED",
     "PRIORITY", "R_CENSUS_BEYOND", "REGRESSION", "SKIPPED", "Judge", "Outcome", "Pending", "Reference", "RunSummary",
-    "Verdict",
-    "assess", "assess_cell", "assess_runs", "correct", "correct_online", "decide", "ends_as", "is_undecided",
+    "Verdict", "assess", "assess_cell", "assess_runs", "correct", "correct_online", "decide", "ends_as", "is_undecided",
     "looks_worse", "metric_name", "repeats", "status_ends_as", "with_drift",
 ]
 
