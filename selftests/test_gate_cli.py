@@ -319,3 +319,169 @@ def test_an_interleaved_cell_stops_early_only_on_the_verdict_its_end_would_give(
     for tag in ("same17-base", "same18-base", "same19-base"):
         same = partial(tag, 0.5, 2)  # the accepted runs' own drop: on two pairs it could still turn either way
         assert gate.settled(same, planned=5) is None, cell_key(same).id
+
+
+# -- pytest's chain and compare on the same stored results --------------------------------------------------------
+
+#: as selftests/test_gate_plugin.py's throw-away project, with ``record`` (the results JSON gets each cell)
+CHAIN_TEST = '''
+import json, os
+import pytest
+from wanbench.results import CellResult, Round, WorkloadResult
+
+with open(os.environ["GATE_BATCHES"]) as fh:
+    BATCHES = json.load(fh)["batches"]
+PLAN = json.loads(os.environ["GATE_PLAN"])
+
+
+@pytest.mark.parametrize(("scenario", "tags", "level"), PLAN, ids=[f"{p[0]}-{p[2]}" for p in PLAN])
+def test_cell(request, record, gate, scenario, tags, level):
+    """``tags``: one recorded batch per invocation (the last one repeats); ``tag*0.6`` scales its QPS."""
+    tag, _, factor = tags[min(request.config.invocation_number, len(tags) - 1)].partition("*")
+    rounds = tuple(Round.from_json({**r, "qps": r["qps"] * float(factor or 1)}) for r in BATCHES[tag])
+    w = WorkloadResult("probe_read", 8, rounds, rounds[0].latency_ms)
+    fault = {"kind": "delay", "value": float(level.removesuffix("ms")), "label": level}
+    gate.check(record(CellResult("t", "rtt", scenario, fault, 8, w, path="proxy")))
+'''
+#: five accepted runs of unchanged code within 2 % of each other
+TIGHT = (1.0, 1.02, 0.98, 1.015, 0.985)
+READ, PROXY, PRIMARY, WRITE = (f"rtt/{s}/50ms/c=8/proxy/probe_read" for s in
+                               ("replica_read", "proxy", "primary", "replica_write"))
+READ0 = "rtt/replica_read/0ms/c=8/proxy/probe_read"
+#: the accepted runs: (scenario, level, factor) of each cell of each run
+ACCEPTED = [[("replica_read", "50ms", f), ("proxy", "50ms", f), *([("primary", "50ms", f)] if i == 0 else [])]
+            for i, f in enumerate(TIGHT)]
+#: level 0 within 0.5 %, the faulted level's drop spread by a few points
+BESIDE = [[("replica_read", "0ms", f), ("replica_read", "50ms", 0.5 * g)]
+          for f, g in zip((1.0, 1.005, 0.995, 1.003, 0.997), (1.0, 0.97, 1.03, 0.98, 1.02), strict=True)]
+CHAIN_PLANS: dict[str, tuple[list[list[Any]], list[list[tuple[str, str, float]]]]] = {
+    # unchanged code: one run cannot tell 0 % from the 5 % budget at alpha 0.05 / 3 looks, two runs can
+    "decided by a repeat": ([["replica_read", ["same11-base"], "50ms"]], ACCEPTED),
+    # the same, with a cell of one accepted run (repeating cannot help) and a cell with none
+    "undecided": ([["replica_read", ["same11-base"], "50ms"], ["primary", ["same11-base"], "50ms"],
+                   ["replica_write", ["same11-base"], "50ms"]], ACCEPTED),
+    # ... and a cell 15 % down
+    "mixed": ([["replica_read", ["same11-base"], "50ms"], ["primary", ["same11-base"], "50ms"],
+               ["replica_write", ["same11-base"], "50ms"], ["proxy", ["same11-base*0.85"], "50ms"]], ACCEPTED),
+    # a drop check: each repeat measures the level-0 cell beside the undecided one again
+    "beside its level 0": ([["replica_read", ["same11-base"], "0ms"], ["replica_read", ["same11-base*0.5"], "50ms"]],
+                           BESIDE),
+}
+DROP = QPS_ONLY + "  - drop:\n      qps: 5 points\n"
+
+
+def chain_store(project: Path, accepted: list[list[tuple[str, str, float]]]) -> Path:
+    fp = Fingerprint.from_context(CTX)
+    store = BaselineStore(project / "store")
+    for i, cells in enumerate(accepted):
+        store.save(fp, [cell(s, level, "same11-base", f) for s, level, f in cells],
+                   accepted_at=f"2026-11-2{i}T10:00:00+00:00")
+    return project / "store" / fp.filename
+
+
+def verdicts_of(path: Path) -> dict[str, dict[str, Any]]:
+    return {c["verdict"]["cell"]: c["verdict"] for c in json.loads(path.read_text())["results"]}
+
+
+@pytest.mark.parametrize(
+    ("plan", "max_runs", "strict", "exit_status", "read"),
+    [
+        ("decided by a repeat", 1, True, 0, (1, "pass")),  # alpha 0.05 over one look decides at once
+        ("decided by a repeat", 3, True, 0, (2, "pass")),  # strict judges a cell's last verdict
+        ("undecided", 1, False, 0, (1, "inconclusive")),
+        ("undecided", 1, True, 1, (1, "inconclusive")),
+        ("undecided", 3, True, 1, (2, "pass")),  # primary's one accepted run: no repeat decides it
+        ("mixed", 1, True, 1, (1, "inconclusive")),
+        ("mixed", 3, False, 1, (2, "pass")),
+        ("beside its level 0", 3, False, 0, (3, "inconclusive")),
+        ("beside its level 0", 3, True, 1, (3, "inconclusive")),
+    ],
+)
+def test_pytest_and_compare_agree_with_and_without_gate_max_runs_and_gate_strict(
+        tmp_path: Path, plan: str, max_runs: int, strict: bool, exit_status: int, read: tuple[int, str]) -> None:
+    """A real pytest run (with ``--gate-max-runs 3``, a chain of separate
+    invocations) and ``compare`` on what it stored (the baseline file,
+    ``r.json``, ``--rerun r.run2.json``, ...) with the same options give
+    each cell the same last verdict (run, status, reasons, message) and
+    exit alike."""
+    from selftests.test_gate_plugin import CONFTEST
+    from selftests.test_gate_plugin import run as run_pytest
+
+    cells, accepted = CHAIN_PLANS[plan]
+    (tmp_path / "conftest.py").write_text(CONFTEST)
+    (tmp_path / "test_cells.py").write_text(CHAIN_TEST)
+    (tmp_path / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\nfilterwarnings = error\n")
+    (tmp_path / "budgets.yaml").write_text(DROP if plan == "beside its level 0" else QPS_ONLY)
+    store = chain_store(tmp_path, accepted)
+    options = [*(["--gate-max-runs", str(max_runs)] if max_runs > 1 else []), *(["--gate-strict"] if strict else [])]
+    ran = run_pytest(tmp_path, cells, "--budgets", "budgets.yaml", "--results-json", "r.json", *options)
+    assert ran.returncode == exit_status, ran.stdout + ran.stderr
+    runs = [tmp_path / "r.json", *sorted(tmp_path.glob("r.run*.json"))]
+    assert len(runs) == int((tmp_path / "invocations").read_text())
+    in_pytest = {cid: {**v, "run": i} for i, path in enumerate(runs, 1) for cid, v in verdicts_of(path).items()}
+
+    out = tmp_path / "verdicts.json"
+    reruns = [a for path in runs[1:] for a in ("--rerun", path)]
+    res = compare(store, runs[0], *reruns, "--budgets", tmp_path / "budgets.yaml", "--json", out, *options)
+    assert res.returncode == exit_status, res.stdout + res.stderr
+    assert res.stderr == ""
+    in_compare = {v["cell"]: v for v in json.loads(out.read_text())}
+    assert sorted(in_compare) == sorted(in_pytest)
+    for cid, v in in_pytest.items():
+        got = in_compare[cid]
+        assert (got["run"], got["status"], got["reasons"], got["message"]) == (
+            v["run"], v["status"], v["reasons"], v["message"]), cid
+
+    assert (in_pytest[READ]["run"], in_pytest[READ]["status"]) == read
+    if max_runs > 1:
+        first = verdicts_of(runs[0])[READ]
+        assert (first["status"], first["reasons"]) == ("inconclusive", ["RUNS_TOO_NOISY"])
+        assert f"[run {read[0]} of at most 3]" in in_pytest[READ]["message"]
+    if plan in ("undecided", "mixed"):
+        assert in_pytest[PRIMARY]["reasons"] == ["TOO_FEW_BASELINE_RUNS"]
+        assert in_pytest[WRITE]["status"] == "no-baseline"
+    if plan == "mixed":
+        assert in_pytest[PROXY]["status"] == "regression"
+    if plan == "beside its level 0":  # decided in run 1, measured again beside the undecided cell, judged afresh
+        assert verdicts_of(runs[0])[READ0]["status"] == "pass"
+        assert all(READ0 in verdicts_of(path) for path in runs)
+        assert in_pytest[READ0]["run"] == 3
+        assert "drop" in {c["kind"] for c in in_pytest[READ]["checks"]}
+
+
+def test_compare_judged_run_1_of_a_chain_as_a_lone_run(tmp_path: Path) -> None:
+    """Why compare needs ``--gate-max-runs``: the first run of a chain spends
+    a third of alpha, and leaves a check that a repeat could decide
+    undecided; judged as a lone run, the same file passes."""
+    store = chain_store(tmp_path, ACCEPTED)
+    (tmp_path / "budgets.yaml").write_text(QPS_ONLY)
+    current = doc(tmp_path / "r.json", [cell("replica_read", "50ms", "same11-base")])
+    alone = compare(store, current, "--budgets", tmp_path / "budgets.yaml")
+    assert alone.returncode == 0, alone.stdout + alone.stderr
+    assert "[pass] replica_read rtt=50ms c=8" in alone.stdout
+    chained = compare(store, current, "--budgets", tmp_path / "budgets.yaml", "--gate-max-runs", "3", "--gate-strict")
+    assert chained.returncode == 0, chained.stdout + chained.stderr  # a later run measures it again
+    assert "[inconclusive] replica_read rtt=50ms c=8" in chained.stdout
+    second = compare(store, current, "--budgets", tmp_path / "budgets.yaml", "--gate-max-runs", "3", "--gate-strict",
+                     "--rerun", current)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "[pass] replica_read rtt=50ms c=8" in second.stdout
+    assert "[run 2 of at most 3]" in second.stdout
+    # a third run of a cell the second decided: not this chain's (a stale results.run3.json), and compare says so
+    stale = compare(store, current, "--budgets", tmp_path / "budgets.yaml", "--gate-max-runs", "3",
+                    "--rerun", current, "--rerun", current)
+    assert "r.json measures 1 cell(s) run 2 did not leave undecided (rtt/replica_read/50ms/c=8/proxy/probe_read): " \
+           "is it run 3 of this chain?" in stale.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(["--rerun", "r.json"], "--rerun: the later runs of a chain need --gate-max-runs N"),
+     (["--gate-max-runs", "2", "--rerun", "r.json", "--rerun", "r.json"], "allows at most 1")],
+)
+def test_compare_refuses_more_reruns_than_the_chain_has(tmp_path: Path, args: list[str], message: str) -> None:
+    store = chain_store(tmp_path, ACCEPTED)
+    current = doc(tmp_path / "r.json", [cell("replica_read", "50ms", "same11-base")])
+    res = compare(store, current, *[str(tmp_path / a) if a == "r.json" else a for a in args])
+    assert res.returncode == 2
+    assert message in res.stderr

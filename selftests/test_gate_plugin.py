@@ -231,13 +231,19 @@ def test_argv_of_each_run_of_a_chain() -> None:
 def test_a_run_of_a_chain_dies_with_its_driver(tmp_path: Path) -> None:
     """kill -9 of the process the user started: the run it started is
     killed by the kernel at once (its faults then go with its lease, as for
-    any killed runner), not left measuring on its own."""
+    any killed runner), not left measuring on its own. The driver's chain
+    file, which it could not remove, is in its scratch directory: the next
+    run's sweep removes it, and nothing is left."""
     (tmp_path / "test_slow.py").write_text(
         "import os, time\nfrom pathlib import Path\n\n"
-        "def test_slow():\n    Path('run.pid').write_text(str(os.getpid()))\n    time.sleep(120)\n")
+        "def test_slow(request):\n    Path('chain.path').write_text(request.config.getoption('gate_chain'))\n"
+        "    Path('run.pid').write_text(str(os.getpid()))\n    time.sleep(120)\n")
     (tmp_path / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n")
+    scratch_dir = tmp_path / "tmp"
+    scratch_dir.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch_dir)}  # the drivers' scratch, and nobody else's
     driver = subprocess.Popen([sys.executable, "-m", "pytest", "--gate-max-runs", "2", "-q"], cwd=tmp_path,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     pid_file = tmp_path / "run.pid"
     try:
         for _ in range(300):
@@ -255,6 +261,15 @@ def test_a_run_of_a_chain_dies_with_its_driver(tmp_path: Path) -> None:
         assert not Path(f"/proc/{child}").exists() or "Z" in _state(child), "the run outlived its driver"
     finally:
         driver.kill()
+    chain = Path((tmp_path / "chain.path").read_text())
+    assert chain.exists(), "kill -9: the driver could not remove its chain file"
+    assert chain.parent.parent == scratch_dir
+    assert json.loads((chain.parent / "owner.json").read_text())["pid"] == driver.pid
+    following = subprocess.run([sys.executable, "-m", "pytest", "--gate-max-runs", "2", "-q", "-k", "no_such_test"],
+                               cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert following.returncode == 5, following.stdout + following.stderr  # nothing selected: nothing to run
+    assert f"removed stale scratch directory {chain.parent} (its run (pid {driver.pid}) is gone)" in following.stdout
+    assert list(scratch_dir.iterdir()) == [], "the next run swept the killed driver's scratch and removed its own"
 
 
 def _state(pid: int) -> str:

@@ -394,3 +394,29 @@ def test_a_cell_that_looks_worse_names_the_check_that_does() -> None:
     assert "p99 130 ms is 30.0% above" in head
     assert "QPS 8775" not in head
     assert "QPS 8775 is 6.8% above" in rest
+
+
+@pytest.mark.parametrize(
+    ("base", "current", "level0", "code", "words"),
+    [
+        ("one run", "tight", None, "TOO_FEW_BASELINE_RUNS", "record 2 more (--baseline-save"),
+        ("noisy runs", "tight", None, "RUNS_TOO_NOISY", "let the gate repeat the run (--gate-max-runs)"),
+        (None, "one round", "tight", "TOO_FEW_ROUNDS", "a test needs at least 2 rounds on each side"),
+        (None, "two rounds", "two rounds", "TOO_FEW_ROUNDS", "the smallest possible p is"),
+        (None, "noisy rounds", "noisy rounds", "ROUNDS_TOO_NOISY", "the smallest drop this cell could detect is"),
+    ],
+)
+def test_the_decision_chooses_an_undecided_checks_reason_and_the_words_follow_it(
+        base: str | None, current: str, level0: str | None, code: str, words: str) -> None:
+    """``wanbench.gate.verdict`` picks the code (it decides what repeats and
+    what stays advisory); ``wanbench.gate.render`` only words it."""
+    bases = {"one run": runs_baseline([5000]), "noisy runs": runs_baseline([5000, 6500, 3800, 5900, 4200]), None: None}
+    rounds = {"tight": one_run(4800), "one round": {"qps": [4800.0]}, "two rounds": {"qps": [4800.0, 3000.0]},
+              "noisy rounds": {"qps": [4800.0, 2500.0, 7000.0, 3900.0, 5600.0, 3000.0]}}
+    budget = QPS_5 if base else Check("level0", "qps", 0.10, 20, "budgets.yaml")
+    v = judge(bases[base], rounds[current], checks=(budget,), level0=rounds[level0] if level0 else None,
+              cells=10**6 if current == "two rounds" else 1)
+    assert v.status == INCONCLUSIVE, v.message
+    assert v.outcomes[0].reason == code, v.message
+    assert code in v.reasons
+    assert words in v.message, v.message

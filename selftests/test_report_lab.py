@@ -113,7 +113,10 @@ def test_environment_categories_metrics_globals(lab_report: dict[str, Any]) -> N
     assert env["client_host"]
     categories = json.loads((lab_report["results"] / "categories.json").read_text())
     assert {"Performance regression", "Fault could not be applied or verified", "Infrastructure error",
-            "No baseline"} <= {c["name"] for c in categories}
+            "Inconclusive: too noisy to judge"} <= {c["name"] for c in categories}
+    nodes = json.loads((widgets / "categories.json").read_text())["nodes"]
+    totals = {n["name"]: n["statistic"]["total"] for n in nodes.values() if n.get("type") == "category"}
+    assert sum(totals.values()) == len(_results(lab_report["report"])), totals  # every cell's verdict, classified
     metrics = json.loads((widgets / "metrics.json").read_text())["current"]
     keys = {m["key"] for m in metrics}
     assert "rtt.replica_write.50ms.c10.qps" in keys

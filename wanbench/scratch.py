@@ -1,4 +1,5 @@
-"""Scratch directories of a run's load generators.
+"""Scratch directories of a run's load generators, and of a chain driver's
+chain file (``wanbench.pytest_plugin.chain``).
 
 Each is made with an owner file naming the process that made it (PID *and*
 start time). A run that ends in any ordinary way removes its own; a runner

@@ -4,10 +4,16 @@ Every argument is a ``--results-json`` document or a baseline-store file.
 The baselines together are the accepted runs (one results document is one
 run; a store file brings all of its runs): the run is the unit the gate
 replicates, so judge against several. The rules are the ones pytest applies
-(``wanbench.gate.verdict.Judge``). The verdict table goes to stdout; the exit
-status is 1 when a cell regressed or is broken (lost writes, a violated
-consistency check), 0 otherwise (2 for unusable input), so a
-pipeline can gate on stored results.
+(``wanbench.gate.verdict.Judge``), and so are its options: ``--gate-max-runs
+N`` judges CURRENT as run 1 of such a chain (alpha split over N looks, no
+check left advisory that a repeat could decide), and each ``--rerun FILE``
+(``results.run2.json``, ...) as the next run, its repeated cells with their
+earlier runs; ``--gate-strict`` fails inconclusive and incomparable cells.
+The verdict table (each cell's last verdict) goes to stdout; the exit status
+is 1 when any verdict of any run fails its cell as pytest would (a
+regression, a broken cell: lost writes, a violated consistency check; with
+``--gate-strict`` an undecided one), 0 otherwise (2 for unusable input), so
+a pipeline can gate on stored results.
 """
 
 from __future__ import annotations
@@ -35,8 +41,10 @@ from wanbench.gate.baseline import (
 )
 from wanbench.gate.budget_file import default_budgets_path, load_budgets
 from wanbench.gate.budgets import Budgets, CellKey
-from wanbench.gate.verdict import FAILING, Judge, Pending, Verdict, correct, decide
+from wanbench.gate.outcome import RunSummary
+from wanbench.gate.verdict import FAILED, Judge, Pending, Verdict, correct, decide, ends_as, is_undecided, repeats
 from wanbench.report.tables import text_table
+from wanbench.units import parse_positive_int
 
 
 @dataclass
@@ -131,26 +139,90 @@ def merge_sides(sides: Sequence[Side]) -> Side:
     return Side(first.path, first.fingerprint, first.cells, store, sides[-1].release)
 
 
-def compare(base: Side, cur: Side, budgets: Budgets, *, release: str = "") -> list[Verdict]:
+def compare(base: Side, cur: Side, budgets: Budgets, *, release: str = "",
+            earlier: Mapping[str, Sequence[RunSummary]] | None = None, look: int = 1,
+            looks: int = 1) -> tuple[list[Verdict], dict[str, RunSummary]]:
     """Every cell of ``cur`` judged against ``base`` exactly as pytest judges
-    it (``Judge.verdict``: Bonferroni over the cells). ``gate.correction:
-    holm | bh | none`` in the budget file spreads alpha over the whole file
-    at once instead, which pytest cannot do while tests are still running."""
+    it (``Judge.verdict``: Bonferroni over the cells and the ``looks`` of a
+    chain; ``earlier``: each repeated cell's runs before this one, ``look``:
+    which run this is), with each cell's run as a chain carries it on.
+    ``gate.correction: holm | bh | none`` in the budget file spreads alpha
+    over the whole file at once instead, which pytest cannot do while tests
+    are still running."""
     lookup = comparability(base, cur, release=release)
-    judge = Judge(budgets, lookup)
+    judge = Judge(budgets, lookup, earlier)
     for c in cur.cells:
         judge.remember(c.key, c.samples, is_level0=c.level0, reference=c.reference)
     n = max(1, len(cur.cells))
     if budgets.policy.correction == "bonferroni":
-        return [judge.verdict(c.key, c.samples, cells=n, client=c.client, problems=c.problems, census=c.census,
-                              reference=c.reference, not_counts=c.not_counts)[0] for c in cur.cells]
-    alpha = budgets.policy.alpha
+        judged = [judge.verdict(c.key, c.samples, cells=n, looks=looks, look=look, client=c.client,
+                                problems=c.problems, census=c.census, reference=c.reference,
+                                not_counts=c.not_counts) for c in cur.cells]
+        return [v for v, _p in judged], {p.key.id: p.run for _v, p in judged}
+    alpha = budgets.policy.alpha / max(1, looks)
     pending: list[Pending] = [judge.pending(c.key, c.samples, alpha_cell=alpha / n, client=c.client,
                                             census=c.census, reference=c.reference, not_counts=c.not_counts)
                               for c in cur.cells]
     correct(pending, budgets.policy.correction)
     m = sum(1 for p in pending for o in p.outcomes if o.statistical)
-    return [decide(p, alpha=alpha, comparisons=m, problems=c.problems) for p, c in zip(pending, cur.cells, strict=True)]
+    verdicts = [decide(p, alpha=alpha, comparisons=m, problems=c.problems, repeating=looks > 1)
+                for p, c in zip(pending, cur.cells, strict=True)]
+    return verdicts, {p.key.id: p.run for p in pending}
+
+
+@dataclass
+class Judged:
+    """One verdict of a chain, with the run that gave it and how it ends its cell."""
+
+    verdict: Verdict
+    look: int
+    ends: str
+
+
+def compare_chain(base: Side, runs: Sequence[Side], budgets: Budgets, *, release: str = "", looks: int = 1,
+                  strict: bool = False, warn: TextIO | None = None) -> list[Judged]:
+    """The runs of a ``--gate-max-runs`` chain judged as the chain judged
+    them: run 1 every cell, each later run with the cells the one before
+    left undecided carrying their earlier runs (``wanbench.pytest_plugin.chain.next_run``).
+    Every verdict of every run, in order; each ends its cell as pytest ended
+    it (``ends_as``)."""
+    out: list[Judged] = []
+    earlier: dict[str, list[RunSummary]] = {}
+    for look, side in enumerate(runs, 1):
+        if look > 1 and warn is not None:
+            _check_rerun(side, earlier, look, warn)
+        verdicts, summaries = compare(base, side, budgets, release=release, earlier=earlier, look=look,
+                                      looks=looks)
+        for v in verdicts:
+            again = repeats(v, look=look, looks=looks)
+            out.append(Judged(v, look, ends_as(v, strict=strict, repeated=again)))
+        earlier = {v.key.id: [*earlier.get(v.key.id, []), summaries[v.key.id]] for v in verdicts
+                   if is_undecided(v) and v.key.id in summaries}
+    return out
+
+
+def _check_rerun(side: Side, earlier: Mapping[str, Sequence[RunSummary]], look: int, warn: TextIO) -> None:
+    """Say so when a later run is not the one the chain would have started:
+    the cells the run before left undecided, and the level-0 cells of their
+    groups (``wanbench.pytest_plugin.chain.next_run``)."""
+    got = {c.key.id: c.key for c in side.cells}
+    undecided = {CellKey.parse(cid) for cid in earlier}
+    groups = {k.level0_group for k in undecided}
+    missing = sorted(k.id for k in undecided if k.id not in got)
+    extra = sorted(cid for cid, k in got.items()
+                   if k not in undecided and not (k.is_level0 and k.level0_group in groups))
+    for cells, what in ((missing, f"does not measure {len(missing)} cell(s) run {look - 1} left undecided"),
+                        (extra, f"measures {len(extra)} cell(s) run {look - 1} did not leave undecided")):
+        if cells:
+            warn.write(f"compare: {side.path} {what} ({', '.join(cells)}): is it run {look} of this chain?\n")
+
+
+def last_verdicts(judged: Sequence[Judged]) -> list[Judged]:
+    """Each cell's last verdict (a repeated cell's from the run that repeated it), in the order first judged."""
+    last: dict[str, Judged] = {}
+    for j in judged:  # in run order: a later run's verdict replaces, the cell keeps its place
+        last[j.verdict.key.id] = j
+    return list(last.values())
 
 
 def _headline(v: Verdict) -> str:
@@ -175,16 +247,33 @@ def print_table(verdicts: Sequence[Verdict], out: TextIO) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.rerun and args.gate_max_runs < 2:
+        raise ConfigError("--rerun: the later runs of a chain need --gate-max-runs N (N > 1), as pytest was given")
+    if len(args.rerun) >= args.gate_max_runs > 1:
+        raise ConfigError(f"--rerun: {len(args.rerun)} later run(s) but --gate-max-runs {args.gate_max_runs} "
+                          f"allows at most {args.gate_max_runs - 1}")
     base = merge_sides([load_side(p) for p in args.baseline])
-    cur = load_side(args.current)
+    runs = [load_side(args.current), *(load_side(p) for p in args.rerun)]
+    cur = runs[0]
     profile = (cur.fingerprint or base.fingerprint or Fingerprint("lab", {}, {}, {})).profile
     budgets_path = Path(args.budgets) if args.budgets else default_budgets_path(profile)
     budgets = load_budgets(budgets_path, profile=profile if profile != "unknown" else None)
-    verdicts = compare(base, cur, budgets, release=args.release or "")
-    print_table(verdicts, sys.stdout)
+    judged = compare_chain(base, runs, budgets, release=args.release or "", looks=args.gate_max_runs,
+                           strict=args.gate_strict, warn=sys.stderr)
+    last = last_verdicts(judged)
+    print_table([j.verdict for j in last], sys.stdout)
     if args.json:
-        Path(args.json).write_text(json.dumps([v.to_json() for v in verdicts], indent=2) + "\n")
-    return 1 if any(v.status in FAILING for v in verdicts) else 0
+        Path(args.json).write_text(json.dumps([{**j.verdict.to_json(), "run": j.look, "ends": j.ends}
+                                               for j in last], indent=2) + "\n")
+    return 1 if any(j.ends == FAILED for j in judged) else 0
+
+
+def _runs(value: str) -> int:
+    """``parse_positive_int`` as argparse reports a bad value (exit 2, naming the option)."""
+    try:
+        return parse_positive_int(value)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def register(subparsers: Any) -> None:
@@ -201,5 +290,16 @@ def register(subparsers: Any) -> None:
                    help="budget file. Default: wanbench/budgets/<profile>.yaml of CURRENT's profile.")
     p.add_argument("--release", metavar="NAME", default=None,
                    help="the release under test: allows comparing across server versions. Default: %(default)r.")
-    p.add_argument("--json", metavar="PATH", default=None, help="also write the verdicts as JSON to PATH.")
+    p.add_argument("--gate-max-runs", metavar="N", type=_runs, default=1,
+                   help="CURRENT is run 1 of a pytest --gate-max-runs N chain: judge it as that chain did "
+                        "(alpha split over N looks). Default: %(default)r.")
+    p.add_argument("--rerun", metavar="FILE", action="append", default=[],
+                   help="results JSON of the chain's next run (results.run2.json, then results.run3.json, ...): "
+                        "its repeated cells are judged with their earlier runs. Default: none.")
+    p.add_argument("--gate-strict", action="store_true", default=False,
+                   help="inconclusive and incomparable cells fail (exit 1), as with pytest --gate-strict. "
+                        "Default: %(default)r.")
+    p.add_argument("--json", metavar="PATH", default=None,
+                   help="also write each cell's last verdict as JSON to PATH (with the run that gave it and how it "
+                        "ends the cell: passed, failed, skipped).")
     p.set_defaults(func=run)

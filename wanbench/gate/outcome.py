@@ -26,6 +26,14 @@ BROKEN = "broken"
 PRIORITY = (BROKEN, REGRESSION, INCOMPARABLE, NO_BASELINE, INCONCLUSIVE, IMPROVEMENT, PASS)
 #: statuses that fail a cell (pytest), the exit status of ``compare`` and the Allure test
 FAILING = frozenset({BROKEN, REGRESSION})
+#: statuses that decide nothing: the cell is skipped, or fails under ``--gate-strict``
+UNDECIDED = frozenset({INCONCLUSIVE, INCOMPARABLE})
+
+# How a verdict ends its test: pytest's outcome, Allure's test status (same names), and
+# whether ``compare`` exits 1 (``wanbench.gate.verdict.ends_as``)
+PASSED = "passed"
+FAILED = "failed"
+SKIPPED = "skipped"
 
 # Reason codes: why a check or a cell ended as it did. Decisions test these,
 # never the text of a message (the message is rendered from the same data).
@@ -246,6 +254,11 @@ class Verdict:
     def failing(self) -> bool:
         return self.status in FAILING
 
+    @property
+    def tag(self) -> str:
+        """The decision in the message pytest reports (``tag_of``)."""
+        return tag_of(self.status, self.reasons)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "status": self.status,
@@ -259,3 +272,15 @@ class Verdict:
             "alpha": self.alpha,
             "comparisons": self.comparisons,
         }
+
+
+#: how the tag of a verdict begins (``tag_of``)
+TAG_PREFIX = "[wanbench: "
+
+
+def tag_of(status: str, reasons: Sequence[str]) -> str:
+    """``[wanbench: status=regression reasons=CENSUS_BEYOND_BUDGET,BEYOND_BUDGET]``:
+    the verdict's status and reason codes at the end of the message pytest
+    fails or skips a cell with, so whatever reads only that message (Allure
+    2 categories, JUnit XML, a CI log) classifies by data, not by wording."""
+    return f"{TAG_PREFIX}status={status} reasons={','.join(reasons) or '-'}]"

@@ -1,9 +1,9 @@
 """Step 3's wording: a verdict's sentence, rendered from its numbers and
-reason codes (never read back: decisions test the codes)."""
+the reason codes ``wanbench.gate.verdict`` chose (never read back, and never
+choosing a code: the codes decide what is advisory and what repeats)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 from wanbench.gate.assess import Pending
@@ -19,7 +19,6 @@ from wanbench.gate.outcome import (
     R_DRIFT_RUNS_MISSING,
     R_LOOKS_WORSE,
     R_NO_ROUNDS,
-    R_ROUNDS_NOISY,
     R_ROUNDS_TOO_FEW,
     R_RUNS_MISSING,
     R_RUNS_NOISY,
@@ -86,34 +85,35 @@ def _head(o: Outcome) -> str:
     return f"{name} {cur} is {_fmt_change(o)} {_direction(o)} {o.ref_what} {ref}"
 
 
-def _undecided_why(o: Outcome) -> tuple[str, str]:
-    """Why a check could not decide (its reason code), and what would let it."""
-    if o.runs_missing:
+def _undecided_text(o: Outcome, reason: str) -> str:
+    """What an undecided check lacks and what would let it decide, in words,
+    for the reason code ``wanbench.gate.verdict`` chose."""
+    if reason == R_RUNS_MISSING:
         have = o.n_reference
-        return R_RUNS_MISSING, (
+        return (
             f"but the baseline holds {have} accepted run{'s' if have != 1 else ''} of this cell and the gate needs "
             f"{have + o.runs_missing} to know how much separate runs differ: record {o.runs_missing} more "
             f"(--baseline-save, one invocation each, or --baseline-runs {o.runs_missing})"
         )
-    if o.unit == "run":
-        return R_RUNS_NOISY, (
+    if reason == R_RUNS_NOISY:
+        return (
             f"too noisy to judge a {o.check.describe_limit()} budget: separate runs of this cell differ so much that "
             f"the smallest {'rise' if o.check.kind == 'drop' or not o.check.higher_is_better else 'drop'} it could "
             f"detect is {_fmt_change(o, o.detectable)}: record more baseline runs, or let the gate repeat the run "
             "(--gate-max-runs)"
         )
-    if math.isinf(o.detectable) and (o.n_current < 2 or o.n_reference < 2):
-        return R_ROUNDS_TOO_FEW, (
+    if reason == R_ROUNDS_TOO_FEW and (o.n_current < 2 or o.n_reference < 2):
+        return (
             f"with {o.n_current} vs {o.n_reference} rounds no difference can reach p <= {o.alpha_each:.2g} "
             "(a test needs at least 2 rounds on each side): add rounds (--rounds)"
         )
-    if math.isinf(o.detectable):
-        return R_ROUNDS_TOO_FEW, (
+    if reason == R_ROUNDS_TOO_FEW:
+        return (
             f"with {o.n_current} vs {o.n_reference} rounds no difference can reach p <= {o.alpha_each:.2g} "
             f"(the smallest possible p is {o.min_p:.2g}; alpha is shared by all comparisons of the session): "
             "add rounds (--rounds)"
         )
-    return R_ROUNDS_NOISY, (
+    return (
         f"too noisy to judge a {o.check.describe_limit()} budget: the smallest "
         f"{'drop' if o.check.higher_is_better else 'rise'} this cell could detect is "
         f"{_fmt_change(o, o.detectable)}"

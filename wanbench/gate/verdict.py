@@ -42,12 +42,14 @@ from wanbench.gate.integrity import Problem
 from wanbench.gate.outcome import (
     ADVISORY_REASONS,
     BROKEN,
+    FAILED,
     FAILING,
     IMPROVEMENT,
     INCOMPARABLE,
     INCONCLUSIVE,
     NO_BASELINE,
     PASS,
+    PASSED,
     PRIORITY,
     R_ABSOLUTE_EXCEEDED,
     R_ABSOLUTE_WITHIN,
@@ -65,23 +67,29 @@ from wanbench.gate.outcome import (
     R_NO_BASELINE,
     R_NO_CHECKS,
     R_NO_ROUNDS,
+    R_ROUNDS_NOISY,
+    R_ROUNDS_TOO_FEW,
+    R_RUNS_MISSING,
+    R_RUNS_NOISY,
     R_WITHIN,
     R_ZERO_REFERENCE,
     REGRESSION,
     REPEATABLE,
+    SKIPPED,
+    UNDECIDED,
     Outcome,
     Reference,
     RunSummary,
     Verdict,
     metric_name,
 )
-from wanbench.gate.render import _context, _drift_text, _fmt, _fmt_change, _guard_text, _head, _render, _undecided_why
+from wanbench.gate.render import _context, _drift_text, _fmt, _fmt_change, _guard_text, _head, _render, _undecided_text
 
 __all__ = [
-    "BROKEN", "FAILING", "IMPROVEMENT", "INCOMPARABLE", "INCONCLUSIVE", "NO_BASELINE", "PASS", "PRIORITY",
-    "R_CENSUS_BEYOND", "REGRESSION", "Judge", "Outcome", "Pending", "Reference", "RunSummary", "Verdict",
-    "assess", "assess_cell", "assess_runs", "correct", "correct_online", "decide", "is_undecided", "looks_worse",
-    "metric_name", "with_drift",
+    "BROKEN", "FAILED", "FAILING", "IMPROVEMENT", "INCOMPARABLE", "INCONCLUSIVE", "NO_BASELINE", "PASS", "PASSED",
+    "PRIORITY", "R_CENSUS_BEYOND", "REGRESSION", "SKIPPED", "Judge", "Outcome", "Pending", "Reference", "RunSummary",
+    "Verdict", "assess", "assess_cell", "assess_runs", "correct", "correct_online", "decide", "ends_as", "is_undecided",
+    "looks_worse", "metric_name", "repeats", "status_ends_as", "with_drift",
 ]
 
 
@@ -99,6 +107,20 @@ def _drift_reason(o: Outcome, alpha: float) -> str | None:
     # the session's correction, as applied to the rounds' p-value, applies to this one too
     factor = o.p_worse_adj / o.p_worse if o.p_worse > 0 else 1.0
     return R_DRIFT_SPREAD if min(1.0, o.drift_p * factor) > alpha else None
+
+
+def _undecided_reason(o: Outcome) -> str:
+    """Why a check could not decide, as the code that sets what may repeat or
+    stay advisory (``REPEATABLE``, ``ADVISORY_REASONS``): accepted runs
+    missing, runs or rounds too noisy, or too few rounds for any p-value to
+    reach the check's alpha."""
+    if o.runs_missing:
+        return R_RUNS_MISSING
+    if o.unit == "run":
+        return R_RUNS_NOISY
+    if math.isinf(o.detectable):
+        return R_ROUNDS_TOO_FEW
+    return R_ROUNDS_NOISY
 
 
 def _judge_census(o: Outcome) -> Outcome:
@@ -144,8 +166,9 @@ def _judge(o: Outcome, alpha: float) -> Outcome:
     if o.statistical and -o.worse > limit and o.p_better_adj <= alpha:
         return replace(o, status=IMPROVEMENT, reason=R_BETTER, message=f"{head}: improvement ({_context(o)})")
     if not o.statistical or o.detectable > limit or o.worse > limit:
-        reason, why = _undecided_why(o)
-        return replace(o, status=INCONCLUSIVE, reason=reason, message=f"{head}, {why} ({_context(o)})")
+        reason = _undecided_reason(o)
+        return replace(o, status=INCONCLUSIVE, reason=reason,
+                       message=f"{head}, {_undecided_text(o, reason)} ({_context(o)})")
     return replace(
         o,
         status=PASS,
@@ -233,6 +256,30 @@ def is_undecided(v: Verdict) -> bool:
     return any(o.status == INCONCLUSIVE and o.reason in REPEATABLE for o in v.outcomes)
 
 
+def repeats(v: Verdict, *, look: int, looks: int) -> bool:
+    """Whether a chain of ``looks`` runs (``--gate-max-runs``) measures this
+    cell again after run ``look``: its verdict there is not its last."""
+    return look < looks and is_undecided(v)
+
+
+def ends_as(v: Verdict, *, strict: bool = False, repeated: bool = False) -> str:
+    """How a verdict ends its test, one rule for every edge: pytest's outcome,
+    Allure's test status, and whether ``compare`` exits 1 (``status_ends_as``)."""
+    return status_ends_as(v.status, strict=strict, repeated=repeated)
+
+
+def status_ends_as(status: str, *, strict: bool = False, repeated: bool = False) -> str:
+    """A regression or a broken cell fails; an undecided one is skipped, and
+    fails under ``--gate-strict`` unless the chain measures it again
+    (``repeated``): strict judges a cell's last verdict, not a look that a
+    repeat may decide. Everything else measured: it passes."""
+    if status in FAILING:
+        return FAILED
+    if status in UNDECIDED:
+        return FAILED if strict and not repeated else SKIPPED
+    return PASSED
+
+
 # ---------------------------------------------------------------- one run
 
 
@@ -306,7 +353,7 @@ class Judge:
             pending.saturated = str(client.get("message") or "load generator at its CPU limit")
         return pending
 
-    def verdict(self, key: CellKey, samples: Samples, *, cells: int, looks: int = 1,
+    def verdict(self, key: CellKey, samples: Samples, *, cells: int, looks: int = 1, look: int = 1,
                 client: Mapping[str, Any] | None = None,
                 problems: Sequence[Problem] = (),
                 census: Mapping[str, float] | None = None,
@@ -314,12 +361,16 @@ class Judge:
                 not_counts: Mapping[str, str] | None = None) -> tuple[Verdict, Pending]:
         """One cell's verdict as the session decides it: the session's alpha
         split over ``cells`` gated cells and ``looks`` runs of a chain
-        (Bonferroni), each cell's share over its own checks. pytest calls this
-        as each test ends; ``compare`` calls it for every cell of a results
-        file, so the two always agree on the same data."""
+        (Bonferroni), each cell's share over its own checks; ``look``: which
+        run of the chain this is. pytest calls this as each test ends;
+        ``compare`` calls it for every cell of a results file, so the two
+        always agree on the same data."""
         m = max(1, cells) * max(1, looks)
         alpha = self.budgets.policy.alpha
         pending = self.pending(key, samples, alpha_cell=alpha / m, client=client, census=census,
                                reference=reference, not_counts=not_counts)
         correct_online(pending, m)
-        return decide(pending, alpha=alpha, comparisons=m, problems=problems, repeating=looks > 1), pending
+        verdict = decide(pending, alpha=alpha, comparisons=m, problems=problems, repeating=looks > 1)
+        if look > 1:
+            verdict = replace(verdict, message=f"{verdict.message} [run {look} of at most {looks}]")
+        return verdict, pending

@@ -12,16 +12,18 @@ chain talk through one chain file (``--gate-chain``): the driver writes the
 cells' runs so far into it, the run writes its undecided cells back at the
 end of its session (``pytest_sessionfinish``), and nothing else. Each run is
 killed by the kernel if the driver dies (``kill -9`` included): its faults
-then go with its lease, as for any runner.
+then go with its lease, as for any runner. The chain file lives in a scratch
+directory owned by the driver (``wanbench.scratch``): a driver killed with
+``kill -9`` cannot remove it, and the next run's sweep does.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -29,6 +31,7 @@ from typing import Any
 
 import pytest
 
+from wanbench import scratch
 from wanbench.gate.budgets import CellKey
 from wanbench.procs import load_preexec
 from wanbench.pytest_plugin.gate import BASELINE_CHAIN_ENV, CHAIN_KIND, gate_of, read_chain, tally_of
@@ -164,9 +167,10 @@ class Driver:
     def gate(self, max_runs: int) -> int:
         """--gate-max-runs N: run 1 as typed, then the undecided cells again
         (with their level-0 siblings) until decided or N runs are spent."""
-        fd, name = tempfile.mkstemp(prefix="wanbench-chain-", suffix=".json")
-        os.close(fd)
-        path = Path(name)
+        for stale, why in scratch.sweep_stale():  # a killed driver's chain file, a killed run's scratch
+            say(f"removed stale scratch directory {stale} ({why})")
+        work = scratch.make_scratch()
+        path = work / "chain.json"
         chain: dict[str, Any] = {"kind": CHAIN_KIND, "run": 1, "max_runs": max_runs, "cells": {}}
         selection: list[str] = []
         code = 0
@@ -190,7 +194,7 @@ class Driver:
                 say(f"{undecided} cell(s) undecided: measuring them again as a separate invocation "
                     f"(run {chain['run']} of at most {max_runs})")
         finally:
-            path.unlink(missing_ok=True)
+            shutil.rmtree(work, ignore_errors=True)
 
 
 def next_run(done: dict[str, Any]) -> tuple[dict[str, Any], list[str]] | None:

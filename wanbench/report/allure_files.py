@@ -18,7 +18,8 @@ from typing import Any
 
 from wanbench.procs import cpu_model
 from wanbench.report import allure_out
-from wanbench.report.allure_out import CATEGORIES, redact
+from wanbench.report.allure_out import redact
+from wanbench.report.categories import allure3_rules, compat_rules
 from wanbench.results import CellResult, write_json_atomic, write_text_atomic
 
 # -- run context -----------------------------------------------------------------------------------
@@ -84,7 +85,7 @@ def write_run_context(results_dir: str | os.PathLike[str], *, environment: Mappi
     d.mkdir(parents=True, exist_ok=True)
     write_text_atomic(d / "environment.properties", redact(environment_properties(environment)))
     write_json_atomic(d / "executor.json", executor_info(release, run_id))
-    write_json_atomic(d / "categories.json", [dict(c) for c in CATEGORIES])
+    write_json_atomic(d / "categories.json", compat_rules())
 
 
 # -- Allure 3 configuration for scripts/report -----------------------------------------------------
@@ -93,22 +94,22 @@ def write_run_context(results_dir: str | os.PathLike[str], *, environment: Mappi
 def allurerc(results_dirs: Sequence[str], *, history_path: str, single_file: bool = False,
              name: str | None = None) -> dict[str, Any]:
     """Allure 3 config: history JSONL (trends across runs), categories,
-    report name = the release of executor.json, suites grouped by family."""
+    report name = the release of executor.json, suites grouped by family.
+
+    The categories are this wanbench's (``allure3_rules``: statuses and the
+    verdict's labels), not a results directory's ``categories.json``: that
+    file holds Allure 2's form, which can match only a message, and passed
+    cells (pass, no-baseline, improvement) have none."""
     release = None
-    categories: list[Any] = [dict(c) for c in CATEGORIES]
     for rd in results_dirs:
         try:
             release = release or json.loads((Path(rd) / "executor.json").read_text()).get("buildName")
         except (OSError, ValueError):
             pass
-        try:
-            categories = json.loads((Path(rd) / "categories.json").read_text())
-        except (OSError, ValueError):
-            pass
     return {
         "name": name or f"wanbench {release or ''}".strip(),
         "historyPath": history_path,
-        "categories": categories,
+        "categories": allure3_rules(),
         "plugins": {
             "awesome": {
                 "options": {

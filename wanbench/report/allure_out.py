@@ -6,6 +6,10 @@ SVG chart attachments; a "compare" step; and the cell's headline metrics as
 an Allure 3 ``<uuid>-perf.json`` file (the report's Metrics page, with trends
 across runs from Allure 3's history file).
 
+A cell's verdict also becomes labels (its status and reason codes,
+``wanbench.report.categories.verdict_labels``): Allure's categories match
+those, never the words of a message.
+
 Per run (``write_run_context``, controller process only under xdist):
 ``environment.properties``, ``executor.json`` (build name = the release under
 test) and ``categories.json``. ``attach_summary`` adds the seed-000 summary
@@ -43,54 +47,8 @@ from allure_commons.types import AttachmentType
 from wanbench.redact import hide
 from wanbench.report import charts, tables
 from wanbench.report import evidence as evidence_report
+from wanbench.report.categories import verdict_labels
 from wanbench.results import YCSB_OPS, CellResult, dumps_strict, write_json_atomic
-
-#: Allure 2 ``categories.json`` / Allure 3 config ``categories`` (compatible
-#: form). The first matching category wins, so the specific ones come first.
-CATEGORIES: tuple[dict[str, Any], ...] = (
-    {
-        "name": "Fault could not be applied or verified",
-        "id": "fault-not-applied",
-        "description": "The network fault failed to install, verify or clear: the numbers would be meaningless.",
-        "matchedStatuses": ["broken", "failed"],
-        "traceRegex": r"[\s\S]*(FaultError|FaultVerificationError)[\s\S]*",
-    },
-    {
-        "name": "Infrastructure error",
-        "id": "infrastructure-error",
-        "description": "A server, tool, command or wait failed: not a measurement.",
-        "matchedStatuses": ["broken", "failed"],
-        "traceRegex": r"[\s\S]*(InfrastructureError|CommandError|WaitTimeout|MissingToolError)[\s\S]*",
-    },
-    {
-        "name": "Inconclusive: too noisy to judge",
-        "id": "inconclusive",
-        "description": "The cell's noise hides a change of the budget's size: add rounds or baseline runs.",
-        "matchedStatuses": ["skipped", "failed"],
-        "messageRegex": r"[\s\S]*(inconclusive|--gate-strict)[\s\S]*",
-    },
-    {
-        "name": "Performance regression",
-        "id": "performance-regression",
-        "description": "A cell measured worse than its baseline beyond the budget (and significantly).",
-        "matchedStatuses": ["failed"],
-        "messageRegex": r"[\s\S]*(below baseline|above baseline|below level 0|above level 0|[Rr]egression)[\s\S]*",
-    },
-    {
-        "name": "Incomparable with the baseline",
-        "id": "incomparable",
-        "description": "The environment fingerprint differs from the baseline's (versions, hardware, parameters).",
-        "matchedStatuses": ["skipped"],
-        "messageRegex": r"[\s\S]*incomparable[\s\S]*",
-    },
-    {
-        "name": "No baseline",
-        "id": "no-baseline",
-        "description": "Measured and recorded, but there is no accepted baseline to compare with yet.",
-        "matchedStatuses": ["skipped"],
-        "messageRegex": r"[\s\S]*[Nn]o[- ]baseline[\s\S]*",
-    },
-)
 
 #: metric -> (title, unit, better)
 PERF_METRICS: Mapping[str, tuple[str, str, str]] = {
@@ -273,6 +231,7 @@ def attach_cell(
     if cell.workload.rounds:
         qps_chart = _describe(cell, baseline, scenario_cells)
     if cell.verdict:
+        _label_verdict(cell.verdict)
         _compare_step(cell, baseline)
 
     if cell.workload.rounds:
@@ -317,12 +276,19 @@ def finish_test() -> None:
                 _compare_step(cell, baseline)
             continue
         _remember_baseline(cell, baseline)
+        _label_verdict(cell.verdict)
         _describe(cell, baseline, scenario_cells.get(id(cell), [cell]))
         _compare_step(cell, baseline)
         _attach(_dumps(cell.verdict), "budget rule and verdict", AttachmentType.JSON)
         if cell.census:
             _attach(_dumps(cell.census), "WAN cost census (round trips, bytes, work per operation)",
                     AttachmentType.JSON)
+
+
+def _label_verdict(verdict: Mapping[str, Any]) -> None:
+    """The verdict's status and reason codes as labels: what Allure's categories match."""
+    for name, value in verdict_labels(verdict):
+        allure.dynamic.label(name, value)
 
 
 def _remember_baseline(cell: CellResult, baseline: Mapping[str, Any] | None) -> None:
