@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from wanbench.census import census_of, not_counts_of, values_of
-from wanbench.gate.baseline import cell_key, census_only_keep
+from wanbench.gate.baseline import cell_key
 from wanbench.gate.budget_file import parse_budgets
-from wanbench.gate.census_checks import census_changes, unsteady
+from wanbench.gate.census_checks import census_changes, census_only_keep, unsteady
 
 DATA = Path(__file__).parent / "data" / "census" / "seed000_full_run1.json"
 CELLS = {c["test_id"]: c for c in json.loads(DATA.read_text())["results"]}

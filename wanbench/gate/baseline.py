@@ -13,7 +13,6 @@ new release against the previous one is the point of the gate.
 from __future__ import annotations
 
 import datetime as dt
-import fnmatch
 import hashlib
 import json
 import math
@@ -26,6 +25,7 @@ from typing import Any
 from wanbench.census import not_counts_of, values_of
 from wanbench.errors import ConfigError
 from wanbench.gate.budgets import CellKey
+from wanbench.gate.census_checks import CENSUS_VERSION, comparable_census
 from wanbench.gate.integrity import Problem, problems_of
 from wanbench.interleave import reference_rounds
 from wanbench.results import CellResult, write_json_atomic
@@ -38,37 +38,6 @@ ENV_FIELDS = ("profile", "topology_shape", "client", "params")
 #: the client facts that are hardware; host name, Python version... are not
 CLIENT_FIELDS = ("cpu_model", "cores")
 DEFAULT_KEEP = 5
-#: how the census was counted when a run was accepted (a run without one: 1). 2: the load's teardown
-#: (a COM_QUIT per connection) is always in the window; in 1 it was in or out as a race went, so
-#: statements per operation of census 1 are not compared (``CENSUS_REDEFINED``)
-CENSUS_VERSION = 3
-#: census metrics (fnmatch patterns) whose meaning changed with each version, by the version that changed them.
-#: 3: a value is stored only where it is a count (``wanbench.census``: round trips from latency where no queue
-#: met the fastest operation); census 1-2 stored estimates at concurrency 500-1000 that wandered from -0.3 to 2.4
-CENSUS_REDEFINED = {2: ("work.*.statements",), 3: ("round_trips",)}
-
-
-def census_only_keep(verdict: Mapping[str, Any] | None, min_runs: int) -> bool:
-    """A failed cell whose accepted run still keeps its census: every check
-    that failed it is a census check that fewer than ``min_runs`` accepted
-    runs backed. A count the accepted code produced belongs to its baseline
-    even where it disagrees with one or two earlier accepted runs: kept, the
-    median of three outvotes a lone outlier (left out, that outlier would fail
-    every later run of the same code, and the baseline could never recover)."""
-    checks = (verdict or {}).get("checks") or []
-    failed = [c for c in checks if c.get("status") == "regression"]
-    if not failed or (verdict or {}).get("status") != "regression":
-        return False
-    return all(c.get("kind") == "census" and int(c.get("n_reference") or 0) < min_runs for c in failed)
-
-
-def comparable_census(census: Mapping[str, Any], version: int) -> dict[str, Any]:
-    """An accepted run's census values that mean today what they meant when
-    it was recorded (a metric redefined since is left out: the gate then says
-    no accepted run recorded it yet)."""
-    changed = [pat for v, pats in CENSUS_REDEFINED.items() if v > version for pat in pats]
-    return {k: v for k, v in census.items() if not any(fnmatch.fnmatchcase(k, pat) for pat in changed)}
-
 Samples = dict[str, list[float]]
 
 

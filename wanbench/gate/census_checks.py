@@ -18,6 +18,7 @@ import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from wanbench.gate.budgets import Check
 
@@ -106,3 +107,37 @@ def beyond(check: Check, current: float, reference: float) -> bool:
     """The census regression condition, written once."""
     grew = change_of(check, current, reference) > check.limit
     return grew and (not check.relative or current - reference > floor_of(check.metric))
+
+
+# -- what the baseline store keeps of the census ------------------------------------------------------
+
+#: how the census was counted when a run was accepted (a run without one: 1). 2: the load's teardown
+#: (a COM_QUIT per connection) is always in the window; in 1 it was in or out as a race went, so
+#: statements per operation of census 1 are not compared (``CENSUS_REDEFINED``)
+CENSUS_VERSION = 3
+#: census metrics (fnmatch patterns) whose meaning changed with each version, by the version that changed them.
+#: 3: a value is stored only where it is a count (``wanbench.census``: round trips from latency where no queue
+#: met the fastest operation); census 1-2 stored estimates at concurrency 500-1000 that wandered from -0.3 to 2.4
+CENSUS_REDEFINED = {2: ("work.*.statements",), 3: ("round_trips",)}
+
+
+def census_only_keep(verdict: Mapping[str, Any] | None, min_runs: int) -> bool:
+    """A failed cell whose accepted run still keeps its census: every check
+    that failed it is a census check that fewer than ``min_runs`` accepted
+    runs backed. A count the accepted code produced belongs to its baseline
+    even where it disagrees with one or two earlier accepted runs: kept, the
+    median of three outvotes a lone outlier (left out, that outlier would fail
+    every later run of the same code, and the baseline could never recover)."""
+    checks = (verdict or {}).get("checks") or []
+    failed = [c for c in checks if c.get("status") == "regression"]
+    if not failed or (verdict or {}).get("status") != "regression":
+        return False
+    return all(c.get("kind") == "census" and int(c.get("n_reference") or 0) < min_runs for c in failed)
+
+
+def comparable_census(census: Mapping[str, Any], version: int) -> dict[str, Any]:
+    """An accepted run's census values that mean today what they meant when
+    it was recorded (a metric redefined since is left out: the gate then says
+    no accepted run recorded it yet)."""
+    changed = [pat for v, pats in CENSUS_REDEFINED.items() if v > version for pat in pats]
+    return {k: v for k, v in census.items() if not any(fnmatch.fnmatchcase(k, pat) for pat in changed)}

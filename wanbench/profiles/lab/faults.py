@@ -195,3 +195,37 @@ def verify_lab_fault(mech: Mechanism, user: str, password: str, fault: Fault, ev
     matched, dropped = inner.counters()
     checked = verify_loss("lab", fault.level.value, matched, dropped, mechanism="nft", min_packets=1000)
     return replace(evidence, measured=checked.measured, verified=True)
+
+
+def faults_of_lab(lab: Any) -> tuple[list[Any], list[Any]]:
+    """(the faults of ``lab`` (a ``Lab``): its toxics, tc/nft faults of its scope, dead runs' leftovers on
+    this machine; live faults of other runs here, which are left alone)."""
+    from wanbench.errors import InfrastructureError
+    from wanbench.faults.inventory import Found, host_faults
+
+    mine: list[Found] = []
+    if (toxiproxy := lab.handle("toxiproxy")) and toxiproxy.alive():
+        try:
+            mine += [Found("lab toxiproxy", "toxic", f"{name} on {proxy}")
+                     for proxy, name in lab.toxiproxy.our_toxics()]
+        except InfrastructureError:
+            pass
+    scope = lab_scope(lab.port_base)
+    others: list[Found] = []
+    for f in host_faults(LocalExecutor("localhost"), STATE_DIR):
+        (others if f.live and f.state is not None and f.state.scope != scope else mine).append(f)
+    return mine, others
+
+
+def clear_faults_of_lab(lab: Any, *, dry_run: bool = False) -> list[str]:
+    """Remove every fault of ``lab`` (``faults_of_lab``); one line per thing removed."""
+    from wanbench.faults.inventory import clear_found
+
+    mine, _ = faults_of_lab(lab)
+    done = []
+    toxics = [f for f in mine if f.kind == "toxic"]
+    if toxics and not dry_run:
+        done += [f"removed {line}" for line in lab.sweep_toxics()]
+    elif toxics:
+        done += [f"would remove {f.line}" for f in toxics]
+    return done + clear_found(LocalExecutor("localhost"), mine, state_dir=STATE_DIR, dry_run=dry_run)

@@ -109,6 +109,14 @@ def tidb_lab_topology(base: int, version: str = "") -> Topology:
     )
 
 
+def haproxy_config(base: int) -> str:
+    """HAProxy in TCP mode: the proxy tier's port forwards to the link towards the SQL tier."""
+    return ("global\n    maxconn 8000\n\n"
+            "defaults\n    mode tcp\n    timeout connect 5s\n    timeout client 1h\n    timeout server 1h\n\n"
+            f"frontend sql\n    bind 127.0.0.1:{base + P_HAPROXY}\n    default_backend sql\n\n"
+            f"backend sql\n    server sql 127.0.0.1:{base + P_PROXY_PRIMARY} maxconn 4000\n")
+
+
 CPU_LAYOUTS = ("split", "shared")
 #: Separate invocations on a fresh lab each, write probe at level 0 (2026-11-23 and the
 #: measurements in issue 18): invocation medians spread 5-15 % with ``shared`` and 22-34 %

@@ -7,6 +7,7 @@ the ports and the password are enough.
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from typing import Any
 
 import mysql.connector
 
+from wanbench.errors import InfrastructureError
 from wanbench.procs import find_binary
 from wanbench.profiles.base import DATABASE, Credentials
 from wanbench.profiles.lab.layout import SQL_USER
@@ -34,6 +36,20 @@ class LabMariadb:
         d = self.run_dir / name
         return {"dir": d, "data": d / "data", "socket": d / "mysqld.sock", "log": self.run_dir / f"{name}.log",
                 "tmp": d / "tmp"}
+
+    def install(self, name: str, install_db: str) -> None:
+        """A fresh data directory for ``name`` (``mariadb-install-db``), with a private tmpdir: the
+        servers' temporary files never meet another program's /tmp clean-up (one removed a
+        bootstrap's temp table mid-run)."""
+        p = self.paths(name)
+        p["tmp"].mkdir(parents=True, exist_ok=True)
+        res = subprocess.run(  # noqa: S603
+            [install_db, "--no-defaults", f"--datadir={p['data']}", "--auth-root-authentication-method=normal",
+             "--user=root", "--skip-test-db", f"--tmpdir={p['tmp']}"],
+            capture_output=True, text=True, timeout=120, check=False,
+        )
+        if res.returncode != 0:
+            raise InfrastructureError(f"mariadb-install-db for {name} failed: {res.stderr.strip()[-500:]}")
 
     def argv(self, name: str, *, port: int, server_id: int, semisync_timeout_ms: int) -> list[str]:
         """``mariadbd``'s command line for one of the two servers."""

@@ -24,7 +24,6 @@ import secrets
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -37,8 +36,6 @@ import mysql.connector
 from wanbench import cpulimit
 from wanbench.errors import InfrastructureError
 from wanbench.evidence.prometheus import LabPrometheus
-from wanbench.executors.local import LocalExecutor
-from wanbench.faults.deadman import STATE_DIR
 from wanbench.faults.toxiproxy import ToxiproxyClient
 from wanbench.procs import (
     ProcessHandle,
@@ -59,7 +56,6 @@ from wanbench.profiles.lab.layout import (
     P_CLIENT_PROXY,
     P_HAPROXY,
     P_PRIMARY,
-    P_PROXY_PRIMARY,
     P_REPLICA,
     P_REPLICA_PRIMARY,
     P_TOXIPROXY,
@@ -69,6 +65,7 @@ from wanbench.profiles.lab.layout import (
     CpuLayout,
     check_layout_name,
     default_run_dir,
+    haproxy_config,
     lab_cgroup,
     lab_topology,
 )
@@ -346,34 +343,15 @@ class Lab:
     def faults(self) -> tuple[list[Found], list[Found]]:
         """(this lab's faults: its toxics, tc/nft faults of its scope, dead runs' leftovers on this machine;
         live faults of other runs here, which are left alone)."""
-        from wanbench.faults.inventory import Found, host_faults
-        from wanbench.profiles.lab.faults import lab_scope
+        from wanbench.profiles.lab.faults import faults_of_lab
 
-        mine: list[Found] = []
-        if (toxiproxy := self.handle("toxiproxy")) and toxiproxy.alive():
-            try:
-                mine += [Found("lab toxiproxy", "toxic", f"{name} on {proxy}")
-                         for proxy, name in self.toxiproxy.our_toxics()]
-            except InfrastructureError:
-                pass
-        scope = lab_scope(self.port_base)
-        others: list[Found] = []
-        for f in host_faults(LocalExecutor("localhost"), STATE_DIR):
-            (others if f.live and f.state is not None and f.state.scope != scope else mine).append(f)
-        return mine, others
+        return faults_of_lab(self)
 
     def clear_faults(self, *, dry_run: bool = False) -> list[str]:
         """Remove every fault of this lab (see ``faults``); one line per thing removed."""
-        from wanbench.faults.inventory import clear_found
+        from wanbench.profiles.lab.faults import clear_faults_of_lab
 
-        mine, _ = self.faults()
-        done = []
-        toxics = [f for f in mine if f.kind == "toxic"]
-        if toxics and not dry_run:
-            done += [f"removed {line}" for line in self.sweep_toxics()]
-        elif toxics:
-            done += [f"would remove {f.line}" for f in toxics]
-        return done + clear_found(LocalExecutor("localhost"), mine, state_dir=STATE_DIR, dry_run=dry_run)
+        return clear_faults_of_lab(self, dry_run=dry_run)
 
     def sweep_toxics(self) -> list[str]:
         """Remove toxics an earlier run left (the handicap included)."""
@@ -419,17 +397,7 @@ class Lab:
         return True
 
     def _start_mariadb(self, name: str, *, server_id: int) -> None:
-        p = self.mariadb.paths(name)
-        p["tmp"].mkdir(parents=True, exist_ok=True)
-        # A private tmpdir: the servers' temporary files never meet another
-        # program's /tmp clean-up (one removed a bootstrap's temp table mid-run).
-        res = subprocess.run(  # noqa: S603
-            [self.tools["mariadb-install-db"], "--no-defaults", f"--datadir={p['data']}",
-             "--auth-root-authentication-method=normal", "--user=root", "--skip-test-db", f"--tmpdir={p['tmp']}"],
-            capture_output=True, text=True, timeout=120, check=False,
-        )
-        if res.returncode != 0:
-            raise InfrastructureError(f"mariadb-install-db for {name} failed: {res.stderr.strip()[-500:]}")
+        self.mariadb.install(name, self.tools["mariadb-install-db"])
         self.write_state(**{f"{name}_server_id": server_id})
         self._spawn_mariadb(name, password=None)
 
@@ -446,7 +414,7 @@ class Lab:
 
     def _start_haproxy(self) -> None:
         cfg = self.run_dir / "haproxy.cfg"
-        self._write_haproxy_cfg(cfg)  # the same text every time: ports follow from the port base
+        cfg.write_text(haproxy_config(self.port_base))  # the same text every time: ports follow from the port base
         h = spawn("haproxy", [find_binary("haproxy", "/usr/sbin/haproxy"), "-db", "-f", str(cfg)],
                   log=self.run_dir / "haproxy.log", pid_file=self._pid_file("haproxy"), cpus=self.cpu_layout.client)
 
@@ -457,14 +425,6 @@ class Lab:
 
         wait_for(listening, what="HAProxy", timeout=20, transient=(OSError,),
                  hint=f"log: {log_tail(self.run_dir / 'haproxy.log')}")
-
-    def _write_haproxy_cfg(self, cfg: Path) -> None:
-        cfg.write_text(
-            "global\n    maxconn 8000\n\n"
-            "defaults\n    mode tcp\n    timeout connect 5s\n    timeout client 1h\n    timeout server 1h\n\n"
-            f"frontend sql\n    bind 127.0.0.1:{self.port(P_HAPROXY)}\n    default_backend sql\n\n"
-            f"backend sql\n    server sql 127.0.0.1:{self.port(P_PROXY_PRIMARY)} maxconn 4000\n"
-        )
 
     # -- one component at a time (availability faults) -------------------------------
     def service_of(self, component: str) -> str:
