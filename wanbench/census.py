@@ -49,7 +49,7 @@ gap is a finding (a window limit, head-of-line blocking, a queue).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from wanbench.interleave import KEY as INTERLEAVE_KEY
@@ -298,6 +298,34 @@ def connection_why_not(cell: Mapping[str, Any], level0: Mapping[str, Any] | None
             f"planned operations run, or a pace the network sets)")
 
 
+#: a count of which the server's own work with no load (measured idle) is more than this share is not a
+#: count of the operations' work
+MAX_BACKGROUND_SHARE = 0.10
+
+
+def background_why_not(ev: Mapping[str, Any]) -> Callable[..., str | None]:
+    """``why(server, *counters)``: None where the server's own work with no load (TiDB: statistics,
+    TTL and DDL jobs, which count as user work too; ``counters_background_per_s``, measured when the
+    session opened) is a small share of the counted total over the windows' seconds, else why not."""
+    rates = ev.get("counters_background_per_s") or {}
+    seconds = _f(ev.get("counters_seconds"))
+    totals = ev.get("counters") or {}
+
+    def why(server: str, *names: str) -> str | None:
+        bg = sum(_f((rates.get(server) or {}).get(n, 0.0)) for n in names) * seconds
+        total = sum(_f((totals.get(server) or {}).get(n, 0.0)) for n in names)
+        if not (math.isfinite(bg) and bg > 0 and math.isfinite(total)):
+            return None
+        if total <= 0 or bg / total > MAX_BACKGROUND_SHARE:
+            share = "all" if total <= 0 else f"{bg / total:.0%}"
+            return (f"the server's own work with no load ({bg / seconds:.2g}/s, measured idle when the session "
+                    f"opened) would be {share} of this count over the windows' {seconds:.1f} s: not the "
+                    "operations' work")
+        return None
+
+    return why
+
+
 def census_of(cell: Mapping[str, Any], level0: Mapping[str, Any] | None = None,
               lower: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The census of ``cell`` (a cell's JSON): ``{"metrics": {name: {value, unit}}, ...}``.
@@ -353,21 +381,24 @@ def census_of(cell: Mapping[str, Any], level0: Mapping[str, Any] | None = None,
             out["link_bytes_per_op"] = links
         counted, divisor = _per_op(ev, cell)
         borne = connection_why_not(cell, level0)
+        idle = background_why_not(ev)
         for server, counters in sorted(counted.items()):
             sent, received = _f(counters.get("Bytes_sent")), _f(counters.get("Bytes_received"))
             if math.isfinite(sent) and math.isfinite(received):
                 metrics[f"bytes_per_op.{server}"] = _metric((sent + received) / divisor, UNITS["bytes_per_op"], 1,
-                                                            why_not=borne)
+                                                            why_not=borne or idle(server, "Bytes_sent",
+                                                                                  "Bytes_received"))
             for name, sources in WORK.items():
                 vals = [_f(counters.get(c)) for c in sources if c in counters]
                 if vals and all(math.isfinite(v) for v in vals):
+                    why = (borne if name in CONNECTION_BORNE else None) or idle(server, *sources)
                     metrics[f"work.{server}.{name}"] = _metric(sum(vals) / divisor, f"{name} {UNITS['work']}",
-                                                               why_not=borne if name in CONNECTION_BORNE else None)
+                                                               why_not=why)
             kv = {k: _f(v) for k, v in counters.items() if str(k).startswith(KV_PREFIX)}
             for name, v in sorted(kv.items()):
                 if math.isfinite(v):
                     metrics[f"work.{server}.{name}"] = _metric(v / divisor, f"{name.split('.', 1)[1]} KV requests "
-                                                               f"{UNITS['work']}")
+                                                               f"{UNITS['work']}", why_not=idle(server, name))
             if kv and "kv_source" in counters:
                 out["kv_source"] = KV_SOURCES.get(_f(counters["kv_source"]), "unknown")
     return out
@@ -428,7 +459,8 @@ def not_counts_of(census: Mapping[str, Any] | None) -> dict[str, str]:
 def table_rows(cells: Sequence[Mapping[str, Any]]) -> list[list[str]]:
     """Terminal rows: cell, the drop against the level-0 rounds beside it
     (interleaved; the spread of log(QPS ratio) over its pairs), round trips,
-    bytes per op by server, statements per op, the prediction."""
+    bytes per op by server, statements per op, the prediction, and TiDB's KV
+    requests per operation by type ("~": not a count there, not gated)."""
     rows = []
     for c in cells:
         census = c.get("census") or {}
@@ -443,6 +475,9 @@ def table_rows(cells: Sequence[Mapping[str, Any]]) -> list[list[str]]:
         stmts = {k.split(".")[1]: shown(m, ".2f") for k, m in metrics.items() if k.endswith(".statements")}
         pred = census.get("prediction") or {}
         il = census.get("interleaved") or {}
+        kv = {k.rsplit(".", 1)[1]: shown(m, ".2f") for k, m in metrics.items()
+              if ".kv_requests." in k and (m["value"] >= 0.005 or m.get("count") is not False)
+              and m["value"] > 0}
         rows.append([
             str(c.get("label") or c.get("test_id")),
             (("A/A " if il.get("aa_guard") else "") + f"{il['drop'] * 100:.1f}%"
@@ -452,5 +487,6 @@ def table_rows(cells: Sequence[Mapping[str, Any]]) -> list[list[str]]:
             ", ".join(f"{k} {v}" for k, v in sorted(links.items())) or "-",
             ", ".join(f"{k} {v}" for k, v in sorted(stmts.items())) or "-",
             f"{pred['measured_qps']:.0f} / {pred['predicted_qps']:.0f} ({pred['gap'] * 100:+.0f}%)" if pred else "-",
+            ", ".join(f"{k} {v}" for k, v in sorted(kv.items())) or "-",
         ])
     return rows

@@ -34,13 +34,17 @@ class TidbWindows:
     ``SHOW GLOBAL STATUS``; without it the census divides Prometheus' rates."""
 
     def __init__(self, client: PromClient, *, stop: Callable[[], object] | None = None,
-                 probe: MetricsProbe | None = None) -> None:
+                 probe: MetricsProbe | None = None, background_s: float = 0.0) -> None:
         self.client = client
         self._stop = stop
         self.probe = probe
+        #: TiDB's own work per second with no load (statistics, TTL and DDL jobs count as user scope too),
+        #: read over ``background_s`` when the session opens: the census says where it is a large share
+        self.background: dict[str, float] = self._idle_rates(background_s) if probe and background_s > 0 else {}
         self._edges: list[list[float]] = []
         self._missed: list[str] = []
         self._open: dict[str, float] | None = None
+        self._prepared: dict[str, float] | None = None
         self._totals: dict[str, float] = {}
         self._counted = 0
         self._lock = threading.Lock()
@@ -48,10 +52,25 @@ class TidbWindows:
     def reset(self) -> None:
         with self._lock:
             self._edges, self._missed = [], []
-            self._open, self._totals, self._counted = None, {}, 0
+            self._open, self._totals, self._counted, self._prepared = None, {}, 0, None
 
     def prepare(self) -> None:
-        """Nothing to read ahead: Prometheus is asked when the cell is recorded."""
+        """Read the census counters now, before the load starts (a scrape of ``/metrics`` takes a
+        while, during which a load already started would run uncounted); Prometheus is asked when
+        the cell is recorded."""
+        snap = self._snapshot()
+        with self._lock:
+            self._prepared = snap
+
+    def _idle_rates(self, seconds: float) -> dict[str, float]:
+        assert self.probe is not None
+        try:
+            t0, before = time.monotonic(), self.probe.snapshot()
+            time.sleep(seconds)  # a window with no load: what TiDB does by itself per second (measured, not waited on)
+            after, t1 = self.probe.snapshot(), time.monotonic()
+        except InfrastructureError:
+            return {}
+        return {k: round(v / (t1 - t0), 4) for k, v in difference(before, after).items() if k != "kv_source"}
 
     def _snapshot(self) -> dict[str, float] | None:
         if self.probe is None:
@@ -63,7 +82,10 @@ class TidbWindows:
             return None
 
     def begin(self) -> None:
-        snap = self._snapshot()
+        with self._lock:
+            snap, self._prepared = self._prepared, None
+        if snap is None:
+            snap = self._snapshot()
         with self._lock:
             self._edges.append([time.time()])
             self._open = snap
@@ -88,6 +110,7 @@ class TidbWindows:
             edges = [e for e in self._edges if len(e) == 2]
             missed, self._edges, self._missed = self._missed, [], []
             totals, counted, self._totals, self._counted = self._totals, self._counted, {}, 0
+            seconds = sum(e[1] - e[0] for e in edges)
         if not edges:
             return {"error": "; ".join(missed)} if missed else None
         start, end = edges[0][0], edges[-1][1]
@@ -100,6 +123,9 @@ class TidbWindows:
         if counted == len(edges) and totals:  # every window read at its edges: exact totals for the census
             ev["counters"] = {"tidb": {k: round(v, 3) for k, v in totals.items()}}
             ev["windows"] = counted
+            ev["counters_seconds"] = round(seconds, 3)
+            if self.background:
+                ev["counters_background_per_s"] = {"tidb": dict(self.background)}
             ev["counters_source"] = "tidb-server /metrics at each window's edges: " + ", ".join(self.probe.urls
                                                                                                  if self.probe
                                                                                                  else [])

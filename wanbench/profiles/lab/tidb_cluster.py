@@ -36,6 +36,10 @@ if TYPE_CHECKING:  # typing only: the heartbeat loads mysql-connector
     from wanbench.heartbeat import RowSource
 
 
+#: how long the session watches tidb-server do its own work before the first cell
+BACKGROUND_S = 5.0
+
+
 class TidbLabEvidence:
     """The lab's Prometheus (started for the session unless it runs) and tidb-server's own counters."""
 
@@ -48,8 +52,10 @@ class TidbLabEvidence:
         prom = running.start_prometheus(self.lab)
         if not was_running:
             note(f"lab Prometheus on {prom.url} (node exporter and tidb-server's /metrics, 1 s scrapes)")
+        note(f"TiDB's own work with no load: measured for {BACKGROUND_S:g} s (the census says where it is "
+             "a large share of a count)")
         return TidbWindows(PromClient(prom.url), stop=None if was_running else prom.down,
-                           probe=MetricsProbe([self.lab.status_url]))
+                           probe=MetricsProbe([self.lab.status_url]), background_s=BACKGROUND_S)
 
 
 class TidbLabCluster(LabCluster):
