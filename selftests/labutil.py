@@ -35,6 +35,11 @@ def load_results(path: Path) -> list[dict[str, Any]]:
     return json.loads(path.read_text())["results"]
 
 
+def recorded_pids(run_dir: Path) -> list[int]:
+    """The PIDs a lab recorded in its run directory (``*.pid``: ``ProcessHandle`` JSON)."""
+    return [json.loads(p.read_text())["pid"] for p in run_dir.glob("*.pid")]
+
+
 def pid_alive(pid: int) -> bool:
     """Running (a zombie waiting for a PID 1 that does not reap counts as gone)."""
     return proc_state(pid) not in (None, "Z")

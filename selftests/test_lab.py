@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from selftests.labutil import ROOT, as_at_a_terminal, load_results, pid_alive, run_suite, suite_cmd
+from selftests.labutil import ROOT, as_at_a_terminal, load_results, pid_alive, recorded_pids, run_suite, suite_cmd
 from wanbench import scratch
 from wanbench.errors import InfrastructureError, MissingToolError
 from wanbench.faults.base import Fault, FaultKind, Level
@@ -29,10 +29,6 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "wanbench", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=180, check=False)
-
-
-def recorded_pids(run_dir: Path) -> list[int]:
-    return [json.loads(p.read_text())["pid"] for p in run_dir.glob("*.pid")]
 
 
 def test_lab_up_status_down_by_hand(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ sysbench.cmdline.options = {
    rows = {"rows of wb_probe_read (ids 1..rows)", 10000},
    extra_round_trips = {"calibration handicap: a 'SELECT 1' this many times before each event's statement", 0},
    extra_bytes = {"calibration handicap: a parameter of this many bytes more with each statement, ignored by it", 0},
+   extra_reads = {"calibration handicap: this many point selects of wb_probe_read before each event's statement", 0},
 }
 
 function thread_init()
@@ -64,6 +65,22 @@ function thread_init()
       end
    else
       error("--kind must be read or write, not " .. tostring(kind))
+   end
+   local reads = sysbench.opt.extra_reads
+   if reads > 0 then  -- the census calibration's handicap: a KV read (and a statement) more per operation
+      local measured = event
+      local rows = sysbench.opt.rows
+      local uniform = sysbench.rand.uniform
+      local read = con:prepare("SELECT c FROM wb_probe_read WHERE id = ?")
+      local rid = read:bind_create(sysbench.sql.type.INT)
+      read:bind_param(rid)
+      event = function()
+         for _ = 1, reads do
+            rid:set(uniform(1, rows))
+            read:execute()
+         end
+         measured()
+      end
    end
    if extra > 0 then  -- the census calibration's handicap: more round trips per operation, known exactly
       local measured = event

@@ -65,6 +65,7 @@ class ProbeEngine:
         cap = ctx.option("round_cap")
         extra = int(ctx.option("probe_extra_round_trips") or 0)
         pad = int(ctx.option("probe_extra_bytes") or 0)
+        reads = int(ctx.option("probe_extra_reads") or 0)
 
         def on_round(i: int, rnd: Round, *, total: int = rounds, side: str = "") -> None:
             tail = f" ({side})" if side else ""
@@ -74,8 +75,9 @@ class ProbeEngine:
                 pass
 
         if self._hosts is not None:
-            if extra or pad:
-                raise ConfigError("--probe-extra-round-trips and --probe-extra-bytes are calibration handicaps of "
+            if extra or pad or reads:
+                raise ConfigError("--probe-extra-round-trips, --probe-extra-bytes and --probe-extra-reads are "
+                                  "calibration handicaps of "
                                   "the local load generator; they do not apply to --load-hosts")
             return self._remote_runner(self._hosts, runner, variant, on_round)
 
@@ -94,7 +96,8 @@ class ProbeEngine:
             try:
                 return runner.probe(variant, concurrency=concurrency, queries=queries, rounds=rounds,
                                     timeout=timeout, on_round=on_round, max_seconds=cap,
-                                    extra_round_trips=extra, extra_bytes=pad)
+                                    extra_round_trips=extra, extra_bytes=pad,
+                                    extra_reads=reads)
             finally:
                 runner.window_hooks = None
 
@@ -105,7 +108,8 @@ class ProbeEngine:
             def one(faulted: bool, i: int, total: int) -> WorkloadResult:
                 runner.window_hooks = window if faulted else None
                 part = runner.probe(variant, concurrency=concurrency, queries=queries, rounds=1, timeout=timeout,
-                                    max_seconds=cap, extra_round_trips=extra, extra_bytes=pad)
+                                    max_seconds=cap, extra_round_trips=extra, extra_bytes=pad,
+                                    extra_reads=reads)
                 on_round(i, part.rounds[0], total=total, side="fault" if faulted else "level 0")
                 return part
 

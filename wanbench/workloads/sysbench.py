@@ -280,7 +280,7 @@ class SysbenchRunner:
 
     def probe_command(self, kind: str, *, concurrency: int, queries: int, rows: int = 10000,
                       max_seconds: float | None = None, extra_round_trips: int = 0,
-                      extra_bytes: int = 0) -> list[str]:
+                      extra_bytes: int = 0, extra_reads: int = 0) -> list[str]:
         """argv of one probe round: ``queries`` events in total, or fewer if
         ``max_seconds`` passes first (the round's QPS stays exact)."""
         if kind not in PROBE_KINDS:
@@ -290,6 +290,7 @@ class SysbenchRunner:
             f"--kind={kind}", f"--rows={rows}", f"--threads={concurrency}",
             *([f"--extra_round_trips={extra_round_trips}"] if extra_round_trips else []),
             *([f"--extra_bytes={extra_bytes}"] if extra_bytes else []),
+            *([f"--extra_reads={extra_reads}"] if extra_reads else []),
             f"--events={queries}", f"--time={math.ceil(max_seconds) if max_seconds else 0}",
             "--histogram", "--percentile=95",
             *self.extra_args, "run",
@@ -297,7 +298,8 @@ class SysbenchRunner:
 
     def probe(self, kind: str, *, concurrency: int, queries: int, rounds: int, timeout: float,
               on_round: Callable[[int, Round], None] | None = None, rows: int = 10000,
-              max_seconds: float | None = None, extra_round_trips: int = 0, extra_bytes: int = 0) -> WorkloadResult:
+              max_seconds: float | None = None, extra_round_trips: int = 0, extra_bytes: int = 0,
+              extra_reads: int = 0) -> WorkloadResult:
         """mysqlslap-style rounds: each runs exactly ``queries`` statements in
         total at ``concurrency`` threads; percentiles over all rounds."""
         if concurrency <= 0 or queries <= 0 or rounds <= 0:
@@ -305,7 +307,7 @@ class SysbenchRunner:
         workload = f"probe_{kind}"
         argv = self.probe_command(kind, concurrency=concurrency, queries=queries, rows=rows,
                                   max_seconds=max_seconds, extra_round_trips=extra_round_trips,
-                                  extra_bytes=extra_bytes)
+                                  extra_bytes=extra_bytes, extra_reads=extra_reads)
         self.preflight(workload, threads=concurrency)
         parts: list[WorkloadResult] = []
         for i in range(1, rounds + 1):
