@@ -199,3 +199,33 @@ def leftovers(netns_net: NetnsNetwork) -> Callable[[], dict[str, list[str]]]:
 @pytest.fixture
 def alive() -> Callable[[int], bool]:
     return pid_alive
+
+
+#: the self-tests that run a live tidb-server (built by scripts/setup --tidb): CI's TiDB lane
+TIDB_MODULES = frozenset({"test_tidb_lab.py", "test_tidb_live_netns.py"})
+
+
+def _module_of(report: Any) -> str:
+    return str(report.nodeid).split("::", 1)[0].rsplit("/", 1)[-1]
+
+
+def _lane_of(report: Any) -> str:
+    if _module_of(report) in MACHINE_MODULES or "lab" in report.keywords:
+        return "machine"
+    return "netns" if "netns" in report.keywords else "other"
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """Each lane's test time (setup, call and teardown summed), and the TiDB lane's: what CI's length is made of."""
+    times: dict[str, float] = {}
+    for reports in terminalreporter.stats.values():
+        for r in reports:
+            if not isinstance(r, pytest.TestReport):
+                continue
+            times[_lane_of(r)] = times.get(_lane_of(r), 0.0) + r.duration
+            if _module_of(r) in TIDB_MODULES:
+                times["TiDB"] = times.get("TiDB", 0.0) + r.duration
+    if times:
+        lanes = ", ".join(f"{k} {v:.0f} s" for k, v in sorted(times.items()) if k != "TiDB")
+        tidb = f"; the TiDB lane ({', '.join(sorted(TIDB_MODULES))}) {times['TiDB']:.0f} s" if "TiDB" in times else ""
+        terminalreporter.write_line(f"[selftest] test time per lane: {lanes}{tidb}")
