@@ -97,6 +97,8 @@ class Lab:
     services: tuple[str, ...] = SERVICES
     #: lab component -> the service (process) that is that component
     component_services: dict[str, str] = COMPONENT_SERVICE
+    #: the first of its ports when neither the caller, a running lab nor $WANBENCH_LAB_PORT_BASE says
+    default_port_base = DEFAULT_PORT_BASE
 
     def __init__(self, run_dir: str | os.PathLike[str] | None = None, port_base: int | None = None,
                  cpu_layout: str = DEFAULT_CPU_LAYOUT, semisync_timeout_ms: int | None = None) -> None:
@@ -106,7 +108,9 @@ class Lab:
             raise InfrastructureError(f"semi-sync timeout must be positive, not {semisync_timeout_ms!r} ms")
         self.requested_semisync_timeout_ms = semisync_timeout_ms or DEFAULT_SEMISYNC_TIMEOUT_MS
         env_base = os.environ.get("WANBENCH_LAB_PORT_BASE")
-        self.port_base = port_base or (int(env_base) if env_base else DEFAULT_PORT_BASE)
+        # a lab that runs in run_dir keeps the ports it was started with (lab.json), unless told otherwise
+        recorded = self.state().get("port_base")
+        self.port_base = port_base or recorded or (int(env_base) if env_base else self.default_port_base)
         self._started_here = False
 
     # -- paths and identities -------------------------------------------------

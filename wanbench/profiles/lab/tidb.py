@@ -83,6 +83,7 @@ class TidbLab(Lab):
     flavour = "tidb"
     services = TIDB_SERVICES
     component_services = TIDB_COMPONENT_SERVICE
+    default_port_base = DEFAULT_TIDB_PORT_BASE
 
     @property
     def topology(self) -> Topology:

@@ -29,7 +29,8 @@ from wanbench.profiles.lab import running
 from wanbench.profiles.lab.cluster import LabCluster
 from wanbench.profiles.lab.layout import P_TIDB, default_run_dir
 from wanbench.profiles.lab.offers import RunningLabControls
-from wanbench.profiles.lab.tidb import DEFAULT_TIDB_PORT_BASE, STORAGE_NOTE, TidbLab
+from wanbench.profiles.lab.tidb import STORAGE_NOTE, TidbLab
+from wanbench.profiles.tidb.views import SYSBENCH_IGNORE_ERRORS
 from wanbench.sql import SqlTarget
 
 if TYPE_CHECKING:  # typing only: the heartbeat loads mysql-connector
@@ -72,6 +73,10 @@ class TidbLabCluster(LabCluster):
                        .add(EVIDENCE, TidbLabEvidence(lab))
                        .add(LAB_CONTROLS, RunningLabControls(lab)))
 
+    def workload_args(self, path: str) -> list[str]:
+        """As on a TiDB cluster: TiDB's retryable errors (write conflicts, lock waits) counted, not fatal."""
+        return ["--mysql-ignore-errors=" + ",".join(str(e) for e in SYSBENCH_IGNORE_ERRORS)]
+
     def run_context(self) -> dict[str, Any]:
         ctx = super().run_context()
         state = self.lab.state()
@@ -93,7 +98,7 @@ def open_tidb_lab(setup: ClusterSetup) -> Iterator[TidbLabCluster]:
     """The TiDB lab for a session: started unless it already runs (then left running)."""
     opt, note = setup.option, setup.note
     run_dir = Path(opt("lab_dir") or default_run_dir(setup.rootpath).with_name("tidb-lab"))
-    lab = TidbLab(run_dir, opt("lab_port_base") or DEFAULT_TIDB_PORT_BASE, opt("lab_cpus"))
+    lab = TidbLab(run_dir, opt("lab_port_base"), opt("lab_cpus"))
     note(f"starting the TiDB lab in {lab.run_dir} (ports {lab.port_base}..{lab.port_base + 7}): {STORAGE_NOTE}")
     started = lab.up()
     if not started:
