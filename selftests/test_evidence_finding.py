@@ -114,6 +114,24 @@ def test_knee_needs_flat_qps_and_rising_latency() -> None:
     assert find_knee([Point(8, 1000, 8, 8), Point(16, 1050, 7, 7)]) is None
 
 
+def test_a_component_held_at_its_cpu_limit_is_the_knee_whatever_noise_adds_to_qps() -> None:
+    """Seen in CI under the other lane's load: a primary under a 0.1-core quota, throttled at every
+    concurrency, "grew" 12 % from 4 to 16 threads in 3-second rounds, and no knee was found."""
+    def limited(conc: int, qps: float, p95: float) -> Point:
+        ev = _ev(10)
+        ev["components"]["primary"].update(cpu_limit_cores=0.1, throttled_pct=80.0)
+        return Point(conc, qps, p95, p95, ev)
+
+    pts = [limited(1, 150, 6), limited(4, 180, 25), limited(16, 200, 90)]
+    assert find_knee(pts) == 1
+    f = finding_for("oltp_point_select (direct)", pts)
+    assert f is not None
+    assert f.bottleneck == "primary", f.sentence
+    assert "stays at its CPU limit from here on" in f.sentence
+    # without the limit evidence, the same numbers are still growth
+    assert find_knee([Point(1, 150, 6, 6), Point(4, 180, 25, 25), Point(16, 200, 90, 90)]) is None
+
+
 def test_saturated_primary_is_the_sql_tier() -> None:
     pts = [Point(8, 1000, 8, 8, _ev(60)), Point(16, 1900, 9, 8, _ev(90)), Point(32, 2000, 16, 16, _ev(97)),
            Point(64, 2050, 31, 31, _ev(97))]

@@ -64,12 +64,34 @@ class Finding:
 
 
 def find_knee(points: Sequence[Point]) -> int | None:
-    """The concurrency after which QPS grows < KNEE_GAIN while latency rises."""
+    """The concurrency after which QPS grows < KNEE_GAIN while latency rises;
+    else the first from which one of the cluster's own components stays at its
+    CPU limit at every higher concurrency (``saturated_from``): there QPS
+    cannot grow, and what it still seems to gain is the machine's noise (seen in
+    CI: a primary under a 0.1-core quota "grew" 4 -> 16 threads in 3-second
+    rounds while the other self-test lane loaded the machine)."""
     pts = sorted(points, key=lambda p: p.concurrency)
     for a, b in zip(pts, pts[1:], strict=False):
         if a.qps > 0 and b.qps < a.qps * (1 + KNEE_GAIN) and b.latency_ms > a.latency_ms:
             return a.concurrency
+    return saturated_from(pts)
+
+
+def saturated_from(pts: Sequence[Point]) -> int | None:
+    """The lowest concurrency from which, at it and every higher one (two points at least), the same
+    component of the cluster is at its CPU limit."""
+    limited = [{s.component for s in saturation(p) if s.kind == "component"} for p in pts]
+    for i in range(len(pts) - 1):
+        if set.intersection(*limited[i:]):
+            return pts[i].concurrency
     return None
+
+
+def _grows_less(pts: Sequence[Point], knee: int) -> bool:
+    """QPS itself stopped growing after ``knee`` (the first rule of ``find_knee``)."""
+    i = [p.concurrency for p in pts].index(knee)
+    a, b = pts[i], pts[i + 1]
+    return a.qps > 0 and b.qps < a.qps * (1 + KNEE_GAIN) and b.latency_ms > a.latency_ms
 
 
 #: which saturated resource names the bottleneck first: a component at its
@@ -163,12 +185,15 @@ def finding_for(group: str, points: Sequence[Point], *, added_rtt_ms: float = 0.
     sat.sort(key=lambda x: (_PRIORITY[x.kind], -x.busy_pct))
     numbers: dict[str, Any] = {"points": [{"concurrency": p.concurrency, "qps": round(p.qps, 1),
                                            "latency_ms": round(p.latency_ms, 3)} for p in pts]}
+    by_limit = knee is not None and knee == saturated_from(pts) and not _grows_less(pts, knee)
     where = f"QPS stops growing at {knee} threads" if knee is not None else (
         f"QPS still grows up to {pts[-1].concurrency} threads" if len(pts) > 1 else f"at {at.concurrency} threads")
     if knee is not None:
         nxt = pts[pts.index(at) + 1]
         where += (f" ({_fmt(at.qps)} -> {_fmt(nxt.qps)} QPS at {nxt.concurrency}, "
-                  f"p95 {at.latency_ms:.3g} -> {nxt.latency_ms:.3g} ms)")
+                  f"p95 {at.latency_ms:.3g} -> {nxt.latency_ms:.3g} ms"
+                  + ("; a component stays at its CPU limit from here on, so what QPS still gains is noise)"
+                     if by_limit else ")"))
     cpu = _cpu_phrase(at.evidence)
     own = [x for x in sat if x.kind != "other"]
     others = [x for x in sat if x.kind == "other"]
