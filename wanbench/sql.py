@@ -80,3 +80,15 @@ def connect(*, user: str, password: str = "", host: str | None = None, port: int
             raise
         reason = hide(str(getattr(exc, "msg", None) or exc), [password])
         raise InfrastructureError(f"{who}: cannot connect to {user}@{where}: {reason}") from None
+
+
+def answers(host: str, port: int, user: str, password: str, database: str | None = None) -> bool:
+    """``SELECT 1`` through ``host:port`` as ``user`` comes back (a server, or a path to one, is ready);
+    mysql-connector's error goes to the caller, who may wait on it."""
+    conn = connect(host=host, port=port, user=user, password=password, database=database, timeout=5)
+    try:
+        cur = conn.cursor()
+        cur.execute("SELECT 1")
+        return bool(cur.fetchall() == [(1,)])
+    finally:
+        conn.close()

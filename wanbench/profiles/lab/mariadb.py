@@ -154,15 +154,3 @@ class LabMariadb:
 
     def version(self) -> str:
         return str(self.run("primary", "SELECT VERSION()")[0][0])
-
-    def client_ok(self, host: str, port: int) -> bool:
-        """The SQL user reaches the primary at ``host:port`` (through the proxy or directly)."""
-        cred = self.credentials
-        conn = sql_connect(host=host, port=port, user=cred.user, password=cred.password, database=DATABASE,
-                           timeout=5)
-        try:
-            cur = conn.cursor()
-            cur.execute("SELECT 1")
-            return cur.fetchall() == [(1,)]
-        finally:
-            conn.close()

@@ -45,7 +45,7 @@ from wanbench.procs import (
     proc_start_time,
     spawn,
 )
-from wanbench.profiles.base import Credentials
+from wanbench.profiles.base import DATABASE, Credentials
 from wanbench.profiles.lab.layout import (
     COMPONENT_SERVICE,
     DEFAULT_CPU_LAYOUT,
@@ -71,6 +71,7 @@ from wanbench.profiles.lab.layout import (
 )
 from wanbench.profiles.lab.mariadb import LabMariadb
 from wanbench.results import write_json_atomic
+from wanbench.sql import answers
 from wanbench.topology import Topology
 from wanbench.wait import wait_for
 
@@ -492,8 +493,12 @@ class Lab:
         except InfrastructureError as exc:
             raise InfrastructureError(f"{exc}; replica status: {self.mariadb.replica_status()}; "
                                       f"replica log: {log_tail(self.run_dir / 'replica.log')}") from None
-        # Clients through both paths really reach the primary.
+        self._wait_paths()
+
+    def _wait_paths(self, timeout: float = 20.0) -> None:
+        """Clients through both paths really reach the SQL tier."""
+        cred = self.credentials
         for path in ("proxy", "direct"):
             host, port = self.endpoint(path)
-            wait_for(functools.partial(self.mariadb.client_ok, host, port), what=f"SQL through the {path} path",
-                     timeout=20, transient=(mysql.connector.Error,))
+            wait_for(functools.partial(answers, host, port, cred.user, cred.password, DATABASE),
+                     what=f"SQL through the {path} path", timeout=timeout, transient=(mysql.connector.Error,))

@@ -29,8 +29,6 @@ from wanbench.errors import InfrastructureError
 from wanbench.procs import find_binary, log_tail, spawn
 from wanbench.profiles.base import DATABASE
 from wanbench.profiles.lab.layout import (
-    P_CLIENT_PRIMARY,
-    P_CLIENT_PROXY,
     P_HAPROXY,
     P_TIDB,
     P_TIDB_STATUS,
@@ -91,13 +89,6 @@ class TidbLab(Lab):
 
     def upstream_port(self, component: str) -> int:
         return {"proxy": self.port(P_HAPROXY), "tidb": self.port(P_TIDB)}[component]
-
-    def endpoint(self, path: str = "proxy") -> tuple[str, int]:
-        if path == "proxy":
-            return "127.0.0.1", self.port(P_CLIENT_PROXY)
-        if path == "direct":
-            return "127.0.0.1", self.port(P_CLIENT_PRIMARY)
-        raise InfrastructureError(f"unknown lab path {path!r} (known: proxy, direct)")
 
     @property
     def status_url(self) -> str:
@@ -185,21 +176,7 @@ class TidbLab(Lab):
         self._spawn_tidb()
 
     def _wait_ready(self) -> None:
-        for path in ("proxy", "direct"):
-            host, port = self.endpoint(path)
-            wait_for(lambda host=host, port=port: self.client_ok(host, port),  # type: ignore[misc]
-                     what=f"SQL through the {path} path", timeout=30, transient=(mysql.connector.Error,))
-
-    def client_ok(self, host: str, port: int) -> bool:
-        cred = self.credentials
-        conn = sql_connect(host=host, port=port, user=cred.user, password=cred.password, database=DATABASE,
-                           timeout=5)
-        try:
-            cur = conn.cursor()
-            cur.execute("SELECT 1")
-            return cur.fetchall() == [(1,)]
-        finally:
-            conn.close()
+        self._wait_paths(timeout=30)
 
     def sql_versions(self) -> dict[str, str]:
         rows = self.admin_run("SELECT tidb_version()")
