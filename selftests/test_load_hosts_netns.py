@@ -258,7 +258,8 @@ def test_two_load_hosts_merge_exactly_and_leave_nothing(setup: Setup, tmp_path: 
         assert lh["rounds"][0]["release_skew_ms"] is not None  # the namespaces share one clock: exact here
     # the lab's 20 ms fault sits behind the relay: the load hosts' reads see it
     rise = cells["20ms"]["latency_ms"]["p50"] - cells["0ms"]["latency_ms"]["p50"]
-    assert 14 <= rise <= 32, f"p50 rose by {rise:.1f} ms under a 20 ms RTT fault"
+    # at least most of the fault, and less than twice it (the other CI lane's load only adds queueing)
+    assert 14 <= rise < 40, f"p50 rose by {rise:.1f} ms under a 20 ms RTT fault"
     print(f"\nload hosts: (start skew seen by the runner, release skew by the hosts' clock) {skews} ms; "
           f"suite took {elapsed:.1f}s")
     wait_for(lambda: not _ours_left(setup.net), what="the load hosts to be left with only their sshd", timeout=10)

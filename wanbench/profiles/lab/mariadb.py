@@ -17,10 +17,11 @@ from typing import Any
 import mysql.connector
 
 from wanbench.errors import InfrastructureError
-from wanbench.procs import find_binary
+from wanbench.procs import find_binary, log_tail
 from wanbench.profiles.base import DATABASE, Credentials
 from wanbench.profiles.lab.layout import SQL_USER
 from wanbench.sql import connect as sql_connect
+from wanbench.wait import wait_for
 
 SERVERS = ("primary", "replica")
 
@@ -143,6 +144,17 @@ class LabMariadb:
     def semi_sync_clients(self) -> int:
         rows = self.run("primary", "SHOW GLOBAL STATUS LIKE 'Rpl_semi_sync_master_clients'")
         return int(rows[0][1]) if rows else 0
+
+    def wait_acks(self, *, timeout: float, again: bool = False) -> None:
+        """Until the replica acknowledges commits (``Rpl_semi_sync_master_clients >= 1``), at most ``timeout``."""
+        log = self.run_dir / "replica.log"
+        try:
+            wait_for(lambda: self.semi_sync_clients() >= 1, timeout=timeout, transient=(mysql.connector.Error,),
+                     what=f"the replica to acknowledge commits{' again' if again else ''} "
+                          "(Rpl_semi_sync_master_clients >= 1)")
+        except InfrastructureError as exc:
+            raise InfrastructureError(f"{exc}; replica status: {self.replica_status()}; "
+                                      f"replica log: {log_tail(log)}") from None
 
     def replica_status(self) -> str:
         """The head of ``SHOW SLAVE STATUS``, for messages (never raises)."""

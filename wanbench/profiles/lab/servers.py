@@ -480,19 +480,10 @@ class Lab:
         return old, self.start_component(component)
 
     def _wait_replica_acks(self, timeout: float = 60.0) -> None:
-        wait_for(lambda: self.semi_sync_clients() >= 1,
-                 what="the replica to acknowledge commits again (Rpl_semi_sync_master_clients >= 1)",
-                 timeout=timeout, transient=(mysql.connector.Error,),
-                 hint=f"replica log: {log_tail(self.run_dir / 'replica.log')}")
+        self.mariadb.wait_acks(timeout=timeout, again=True)
 
     def _wait_ready(self) -> None:
-        try:
-            wait_for(lambda: self.semi_sync_clients() >= 1,
-                     what="the replica to acknowledge commits (Rpl_semi_sync_master_clients >= 1)",
-                     timeout=60, transient=(mysql.connector.Error,))
-        except InfrastructureError as exc:
-            raise InfrastructureError(f"{exc}; replica status: {self.mariadb.replica_status()}; "
-                                      f"replica log: {log_tail(self.run_dir / 'replica.log')}") from None
+        self.mariadb.wait_acks(timeout=60)
         self._wait_paths()
 
     def _wait_paths(self, timeout: float = 20.0) -> None:
