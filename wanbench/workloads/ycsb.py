@@ -1,9 +1,11 @@
 """YCSB engine: the core workloads A-F on sysbench's LuaJIT (wanbench/lua/ycsb.lua).
 
-go-ycsb cannot be installed here and sysbench already is the load generator,
-so YCSB's CoreWorkload is re-implemented in Lua with YCSB's own definitions
-(key names, scrambled zipfian, latest, uniform, proportions) and the numbers
-are printed in go-ycsb's summary shape, per operation.
+sysbench already is the load generator of every family (one supervisor, fault
+handling and error counting), so YCSB's CoreWorkload is re-implemented in Lua
+with YCSB's own definitions (key names, scrambled zipfian, latest, uniform,
+proportions) and the numbers are printed in go-ycsb's summary shape, per
+operation. go-ycsb itself (v1.0.3, ``scripts/setup --cross-check``) is the
+standing cross-check: ``bench/cross_check`` runs both on one lab (docs/ycsb.md).
 
 This module: the workloads, a cell's options, loading the table, running a
 cell and the engine the fixtures use. YCSB's key math is in ``ycsb_keys``,
