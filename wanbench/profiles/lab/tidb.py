@@ -56,11 +56,18 @@ TIDB_CONFIG = """\
 host = "127.0.0.1"
 status.status-host = "127.0.0.1"
 status.report-status = true
-# the seeds run 1000 clients: no server-side cap below that
-max-server-connections = 0
 token-limit = 2000
+# its own files in the lab's run directory, not /tmp (a socket, DDL and spill directories TiDB leaves there)
+socket = "{run_dir}/tidb.sock"
+temp-dir = "{run_dir}/tidb-tmp"
+tmp-storage-path = "{run_dir}/tidb-tmp-storage"
+[instance]
+# the seeds run 1000 clients: no server-side cap below that
+max_connections = 0
 [log]
 level = "warn"
+# (TiDB writes its slow-query log to its working directory otherwise)
+slow-query-file = "{run_dir}/tidb-slow.log"
 """
 
 
@@ -133,7 +140,7 @@ class TidbLab(Lab):
     def _start_sql_tier(self) -> None:
         conf = self.run_dir / "tidb" / "tidb.toml"
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        conf.write_text(TIDB_CONFIG)
+        conf.write_text(TIDB_CONFIG.format(run_dir=self.run_dir))
         self._spawn_tidb()
         pw = self.credentials.password.replace("'", "''")
         # a fresh unistore has root without a password; give it ours first, then the SQL user
@@ -151,7 +158,7 @@ class TidbLab(Lab):
                 "--host=127.0.0.1", f"-P={self.port(P_TIDB)}", "--status-host=127.0.0.1",
                 f"--status={self.port(P_TIDB_STATUS)}", f"--log-file={log}"]
         h = spawn("tidb", argv, log=self.run_dir / "tidb.out", pid_file=self._pid_file("tidb"),
-                  cpus=self.cpu_layout.server)
+                  cpus=self.cpu_layout.server, cwd=self.run_dir)  # any file it writes stays in the lab
         fresh = not (self.run_dir / "tidb" / ".initialised").exists()
 
         def answers() -> bool:
