@@ -85,6 +85,11 @@ def test_the_census_of_a_live_tidb_counts_round_trips_and_kv_requests(tmp_path: 
     assert "work.tidb.kv_requests.Get" in fired, fired
     assert _metric(cell, "work.tidb.kv_requests.Get") == pytest.approx(2.0, abs=0.05)
     assert not (tmp_path / "lab").exists()
+    # tidb-server's own files (socket, DDL and spill directories, slow log) stayed in the lab's directory
+    port = base + 6
+    assert not Path(f"/tmp/tidb-{port}.sock").exists()
+    assert not Path(f"/tmp/tidb/tmp_ddl-{port}").exists()
+    assert not (ROOT / "tidb-slow.log").exists()
 
 
 def test_replica_scenarios_are_refused_with_the_reason(tmp_path: Path) -> None:
