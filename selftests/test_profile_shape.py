@@ -31,6 +31,7 @@ from wanbench.profiles.capabilities import (
 from wanbench.profiles.lab.cluster import LabCluster
 from wanbench.profiles.lab.offers import LabReplicas
 from wanbench.profiles.lab.servers import Lab
+from wanbench.profiles.lab.tidb_cluster import TidbLabCluster
 from wanbench.profiles.registry import PROFILES, opener_of
 from wanbench.profiles.tidb.cluster import TidbCluster
 from wanbench.profiles.tidb.topology import load_cluster
@@ -156,14 +157,14 @@ def test_offers_are_fixed_once_made(tmp_path: Path) -> None:
 def test_the_registry_opens_every_profile_by_name() -> None:
     """One opener per profile, each profile with its catalog and its default budgets; an unknown
     name is refused, saying which are known."""
-    assert sorted(PROFILES) == ["lab", "tidb"]
-    assert [LabCluster.profile, TidbCluster.profile] == ["lab", "tidb"]
+    assert sorted(PROFILES) == ["lab", "tidb", "tidb-lab"]
+    assert [LabCluster.profile, TidbCluster.profile, TidbLabCluster.profile] == ["lab", "tidb", "tidb-lab"]
     for name in PROFILES:
         assert callable(opener_of(name))
         assert load_catalog(name)
         assert (ROOT / "wanbench" / "budgets" / f"{name}.yaml").exists()
-    with pytest.raises(ConfigError, match=r"unknown profile 'tidb-lab' \(known: lab, tidb\)"):
-        opener_of("tidb-lab")
+    with pytest.raises(ConfigError, match=r"unknown profile 'tikv' \(known: lab, tidb, tidb-lab\)"):
+        opener_of("tikv")
 
 
 def test_catalogs_name_the_capabilities_their_scenarios_need() -> None:

@@ -101,6 +101,12 @@ NETWORK_BOUND = 0.50
 MIN_OPS_PER_CONNECTION = 10.0
 #: census metrics that carry each connection's own set-up and teardown (by their first name part / last)
 CONNECTION_BORNE = ("bytes_per_op", "statements")
+#: a MariaDB replica cleans mysql.gtid_slave_pos up every 64 applied transactions
+#: (gtid_cleanup_batch_size): its handler calls and rows come in batches, so they are counts per
+#: operation only over enough operations that one batch more or less stays small
+REPLICA_BATCH = 64
+REPLICA_BATCHED = ("handler_calls", "rows_read", "rows_written")
+MIN_REPLICA_BATCHES = 5
 #: below this many operations per second the per-operation rates are not worth keeping
 MIN_OPS_PER_S = 1.0
 
@@ -384,6 +390,11 @@ def census_of(cell: Mapping[str, Any], level0: Mapping[str, Any] | None = None,
         counted, divisor = _per_op(ev, cell)
         borne = connection_why_not(cell, level0)
         idle = background_why_not(ev)
+        events = operations(cell)[0]
+        batched = (None if events >= MIN_REPLICA_BATCHES * REPLICA_BATCH else
+                   f"over {events:.0f} operations: the replica cleans its GTID table up every {REPLICA_BATCH} "
+                   f"applied transactions, and one batch more or less moves this by {2 * REPLICA_BATCH / events:.2f} "
+                   f"per operation or more (a count needs {MIN_REPLICA_BATCHES * REPLICA_BATCH} operations)")
         for server, counters in sorted(counted.items()):
             sent, received = _f(counters.get("Bytes_sent")), _f(counters.get("Bytes_received"))
             if math.isfinite(sent) and math.isfinite(received):
@@ -393,7 +404,8 @@ def census_of(cell: Mapping[str, Any], level0: Mapping[str, Any] | None = None,
             for name, sources in WORK.items():
                 vals = [_f(counters.get(c)) for c in sources if c in counters]
                 if vals and all(math.isfinite(v) for v in vals):
-                    why = (borne if name in CONNECTION_BORNE else None) or idle(server, *sources)
+                    why = ((borne if name in CONNECTION_BORNE else None) or idle(server, *sources)
+                           or (batched if server == "replica" and name in REPLICA_BATCHED else None))
                     metrics[f"work.{server}.{name}"] = _metric(sum(vals) / divisor, f"{name} {UNITS['work']}",
                                                                why_not=why)
             kv = {k: _f(v) for k, v in counters.items() if str(k).startswith(KV_PREFIX)}

@@ -53,7 +53,7 @@ def opener_of(profile: str) -> Opener:
     try:
         return PROFILES[profile]
     except KeyError:
-        raise ConfigError(f"unknown profile {profile!r} (known: {', '.join(PROFILES)})") from None
+        raise ConfigError(f"unknown profile {profile!r} (known: {', '.join(sorted(PROFILES))})") from None
 
 
 def open_cluster(profile: str, setup: ClusterSetup) -> AbstractContextManager[Cluster]:

@@ -6,7 +6,9 @@ the machine's CPUs (``CpuLayout``).
 
 from __future__ import annotations
 
+import hashlib
 import os
+import tempfile
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +35,20 @@ COMPONENT_SERVICE = {"proxy": "haproxy", "primary": "primary", "replica": "repli
 #: how long a commit waits for the replica's acknowledgement before the primary
 #: falls back to asynchronous replication (MariaDB's rpl_semi_sync_master_timeout)
 DEFAULT_SEMISYNC_TIMEOUT_MS = 30000
+
+
+#: the longest path a UNIX socket can have on Linux (sun_path holds 108 bytes, its NUL included)
+MAX_SOCKET_PATH = 107
+
+
+def socket_path(path: Path) -> Path:
+    """``path`` when a UNIX socket fits there; else a short stand-in in the temporary directory,
+    named after ``path`` (the same one every time), which the lab removes when it goes down. A
+    run directory deep in a CI checkout or pytest's tmp_path is longer than a socket may be."""
+    if len(os.fsencode(str(path))) <= MAX_SOCKET_PATH:
+        return path
+    digest = hashlib.sha256(os.fsencode(str(path))).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"wanbench-{digest}.sock"
 
 
 def lab_cgroup(port_base: int, service: str) -> str:

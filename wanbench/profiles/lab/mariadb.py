@@ -19,7 +19,7 @@ import mysql.connector
 from wanbench.errors import InfrastructureError
 from wanbench.procs import find_binary, log_tail
 from wanbench.profiles.base import DATABASE, Credentials
-from wanbench.profiles.lab.layout import SQL_USER
+from wanbench.profiles.lab.layout import SQL_USER, socket_path
 from wanbench.sql import connect as sql_connect
 from wanbench.wait import wait_for
 
@@ -35,8 +35,8 @@ class LabMariadb:
 
     def paths(self, name: str) -> dict[str, Path]:
         d = self.run_dir / name
-        return {"dir": d, "data": d / "data", "socket": d / "mysqld.sock", "log": self.run_dir / f"{name}.log",
-                "tmp": d / "tmp"}
+        return {"dir": d, "data": d / "data", "socket": socket_path(d / "mysqld.sock"),
+                "log": self.run_dir / f"{name}.log", "tmp": d / "tmp"}
 
     def install(self, name: str, install_db: str) -> None:
         """A fresh data directory for ``name`` (``mariadb-install-db``), with a private tmpdir: the

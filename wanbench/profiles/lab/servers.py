@@ -166,6 +166,9 @@ class Lab:
         """The primary and the replica, as SQL sees them."""
         return LabMariadb(self.run_dir, self.credentials)
 
+    def sockets(self) -> list[Path]:  # the servers' UNIX sockets: in /tmp for a long run directory
+        return [self.mariadb.paths(s)["socket"] for s in ("primary", "replica")]
+
     def admin(self, name: str) -> AbstractContextManager[Any]:
         """Root connection to ``primary`` or ``replica`` over its UNIX socket."""
         return self.mariadb.admin(name)
@@ -340,6 +343,8 @@ class Lab:
             self._pid_file(service).unlink(missing_ok=True)
             if cpulimit.release(cpulimit.cgroup_path(lab_cgroup(self.port_base, service))):
                 done.append(f"removed CPU limit cgroup of {service}")
+        for sock in self.sockets():  # a stand-in outside the run directory, left by a killed server
+            sock.unlink(missing_ok=True)
         if self.run_dir.exists():
             shutil.rmtree(self.run_dir, ignore_errors=True)
             done.append(f"removed {self.run_dir}")

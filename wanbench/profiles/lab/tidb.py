@@ -36,6 +36,7 @@ from wanbench.profiles.lab.layout import (
     SQL_USER,
     TIDB_COMPONENT_SERVICE,
     TIDB_SERVICES,
+    socket_path,
     tidb_lab_topology,
 )
 from wanbench.profiles.lab.servers import Lab
@@ -58,7 +59,7 @@ status.status-host = "127.0.0.1"
 status.report-status = true
 token-limit = 2000
 # its own files in the lab's run directory, not /tmp (a socket, DDL and spill directories TiDB leaves there)
-socket = "{run_dir}/tidb.sock"
+socket = "{socket}"
 temp-dir = "{run_dir}/tidb-tmp"
 tmp-storage-path = "{run_dir}/tidb-tmp-storage"
 [instance]
@@ -109,6 +110,13 @@ class TidbLab(Lab):
     def semi_sync_clients(self) -> int:
         return 0
 
+    @property
+    def tidb_socket(self) -> Path:
+        return socket_path(self.run_dir / "tidb.sock")
+
+    def sockets(self) -> list[Path]:
+        return [self.tidb_socket]
+
     # -- SQL as root -------------------------------------------------------------------------------------
     def admin_run(self, *statements: str, password: str | None = None) -> Any:
         """Run ``statements`` as TiDB's root over loopback; the last one's rows."""
@@ -140,7 +148,7 @@ class TidbLab(Lab):
     def _start_sql_tier(self) -> None:
         conf = self.run_dir / "tidb" / "tidb.toml"
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        conf.write_text(TIDB_CONFIG.format(run_dir=self.run_dir))
+        conf.write_text(TIDB_CONFIG.format(run_dir=self.run_dir, socket=self.tidb_socket))
         self._spawn_tidb()
         pw = self.credentials.password.replace("'", "''")
         # a fresh unistore has root without a password; give it ours first, then the SQL user
