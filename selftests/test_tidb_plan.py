@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import socket
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -219,6 +221,7 @@ def test_tidb_cluster_dry_run_contacts_nobody(topo, catalog) -> None:
         _ = cluster.executors
     ctx = cluster.run_context()
     assert ctx["dry_run"] is True
+    assert ctx["versions"] == {"tidb": "v8.5.3", "source": "the cluster file (--dry-run asks no server)"}
     assert len(ctx["endpoints"]["proxy"]) == 6
     with pytest.raises(DryRun):
         cluster.sql_targets("direct")
@@ -234,3 +237,39 @@ def test_tidb_cluster_sql_targets_round_robin_list(topo) -> None:
     assert targets[0].user == "root"
     assert "password" not in repr(targets[0])
     assert [t.port for t in cluster.sql_targets("direct")] == [4000] * 6
+
+
+def test_the_suites_dry_run_of_every_family_prints_the_plan(tmp_path: Path) -> None:
+    """README step 3 as a user runs it: ``--dry-run`` with a cluster file, for each fault family and
+    the availability family, prints every command per host and ends with every cell skipped. (The
+    session's gate fingerprints the run before any cell prints its plan; a dry run asks no server,
+    so its run context names the versions the cluster file gives.) The hosts are loopback addresses
+    with nothing listening: a dry run that tried to reach one would fail."""
+    from selftests.labutil import ROOT, suite_cmd
+
+    (tmp_path / "topology.yaml").write_text(
+        "global: {user: tidb, ssh_port: 22}\n"
+        "pd_servers: [{host: 127.0.0.2}]\n"
+        "tidb_servers: [{host: 127.0.0.2}]\n"
+        "tikv_servers: [{host: 127.0.0.3}, {host: 127.0.0.4}]\n"
+        "tiproxy_servers: [{host: 127.0.0.5}]\n")
+    cluster = tmp_path / "demo.wanbench.yaml"
+    cluster.write_text("wanbench_cluster: 1\nname: demo\ntopology: topology.yaml\n"
+                       "sql: {user: bench, password_env: DEMO_BENCH_PASSWORD}\nload_host: 127.0.0.1\n")
+    env = {k: v for k, v in os.environ.items() if k != "DEMO_BENCH_PASSWORD"} | {"HOME": str(tmp_path)}
+    res = subprocess.run(
+        suite_cmd("tests/rtt", "tests/bandwidth", "tests/loss", "tests/availability", "--cluster", str(cluster),
+                  "--scenario", "tikv_write,heartbeat_tikv", "--rtt", "0,50ms", "--bandwidth", "0,5mbit",
+                  "--loss", "0,1%", "--concurrency", "10", "--dry-run", "-p", "no:randomly", "-rs"),
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+    out = res.stdout
+    assert res.returncode == 0, out[-3000:] + res.stderr[-2000:]
+    assert "9 skipped" in out, out[-2000:]
+    assert "lacks versions" not in out
+    for family, level in (("delay", "50ms"), ("rate", "5mbit"), ("loss", "1%")):
+        assert f"# dry run: tikv_write {family}={level} on 2 host(s); nothing below has been run" in out
+    # three faults on every TiKV host, and three outages of the first TiKV
+    assert out.count("== 127.0.0.3 (ssh tidb@127.0.0.3 port 22") == 6
+    assert out.count("== 127.0.0.4 (ssh tidb@127.0.0.4 port 22") == 3
+    for kind in ("partition", "pause", "restart"):
+        assert f"dry run: printed the commands for heartbeat_tikv {kind}; nothing applied" in out

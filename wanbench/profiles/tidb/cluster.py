@@ -327,6 +327,11 @@ class TidbCluster:
             "dry_run": self.dry_run,
         }
         if self.dry_run:
+            # Every run context names the versions (the gate fingerprints the run when the session opens,
+            # before any cell's fault prints its plan). A dry run asks no server: the versions are what
+            # the cluster file says, and say so; nothing of a dry run is measured, judged or stored.
+            ctx["versions"] = {"tidb": self.topology.version or "unknown",
+                               "source": "the cluster file (--dry-run asks no server)"}
             return ctx
         self.preflight()
         _, found = self._live_topology()
