@@ -12,8 +12,9 @@ them, measured on the wire (``wire``); a bandwidth fault samples PD's
 pending-peer regions until it is cleared. With ``dry_run`` nothing connects
 anywhere: ``apply`` raises ``DryRun`` carrying the rendered commands.
 
-It offers outages over SSH (``TidbClusterOutages``, ``outages.py``) and its
-Prometheus as the evidence source (``wanbench.profiles.capabilities``); no
+It offers outages over SSH (``TidbClusterOutages``, ``outages.py``) and, as
+the evidence source (``wanbench.profiles.capabilities``), its Prometheus and
+the census counters of every tidb-server's own ``/metrics``; no
 replica that acknowledges commits (TiKV's Raft followers cannot be read
 apart). ``open_tidb`` opens it for a session (``wanbench.profiles.registry``).
 """
@@ -58,8 +59,15 @@ from wanbench.topology import LoadHost, Scenario, Topology, parse_load_hosts
 if TYPE_CHECKING:
     from wanbench.heartbeat import RowSource
 
-#: what the evidence says when the cluster has no Prometheus to ask
+#: what the evidence says when the cluster has no Prometheus to ask (and no tidb-server's /metrics answers)
 NO_PROMETHEUS = "evidence: the topology has no Prometheus and --prometheus is not given: no server-side evidence"
+#: how long the session watches the tidb-servers do their own work before the first cell
+BACKGROUND_S = 5.0
+
+
+def tidb_status_urls(topology: Topology) -> list[str]:
+    """Every tidb-server's status port (``/metrics``), from the topology."""
+    return [f"http://{c.host}:{c.ports[1]}" for c in topology.by_role("tidb") if len(c.ports) > 1]
 
 
 @dataclasses.dataclass
@@ -114,7 +122,9 @@ class TidbCluster:
         self.last_discovery: LeaderDiscovery | None = None
         self.offers = (Offers()
                        .add(OUTAGES, TidbClusterOutages(self))
-                       .add(EVIDENCE, TidbPrometheus(find_prometheus(topology, prometheus), why_none=NO_PROMETHEUS)))
+                       .add(EVIDENCE, TidbPrometheus(find_prometheus(topology, prometheus), why_none=NO_PROMETHEUS,
+                                                     status_urls=tidb_status_urls(topology),
+                                                     background_s=BACKGROUND_S)))
 
     # -- hosts -----------------------------------------------------------------------------------------
     @property
