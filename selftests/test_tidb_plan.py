@@ -394,3 +394,18 @@ def test_a_loss_dry_run_shows_the_nft_table_too(topo, catalog) -> None:
     delay = render_dry_run(plan_fault(catalog["tidb"], topo, RTT200), commands=tc_renderer())
     assert "# delay needs sch_netem in this host's kernel" in delay
     assert "nft -f" not in delay
+
+
+def test_a_bandwidth_fault_samples_pd_only_where_there_is_one(tmp_path: Path) -> None:
+    """Pending-peer regions are an observation of a bandwidth fault, not a precondition: a topology
+    without PD (and no pd_url) gets no sampler, where it used to fail the fault after its rules went on."""
+    from wanbench.profiles.tidb.cluster import TidbCluster
+
+    with_pd = TidbCluster(load_cluster(DATA / "tiup_topology_seed000.yaml"), tag="t")
+    sampler = with_pd.pending_sampler()
+    assert sampler is not None
+    assert sampler.client.urls[0].endswith(":2379")
+    (tmp_path / "topology.yaml").write_text("tidb_servers: [{host: 127.0.0.2}]\n")
+    assert TidbCluster(load_cluster(tmp_path / "topology.yaml"), tag="t").pending_sampler() is None
+    given = TidbCluster(load_cluster(tmp_path / "topology.yaml"), tag="t", pd_url="http://127.0.0.3:2379")
+    assert given.pending_sampler() is not None

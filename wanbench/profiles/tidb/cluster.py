@@ -233,12 +233,11 @@ class TidbCluster:
             wire = verify_on_wire(plan, fault.level, mechs, self._sql_target, load_hosts=bool(self.load_hosts))
             self.leases.check()  # still held after verifying (not lost while the runner was stopped)
             if fault.level.kind is FaultKind.RATE:
-                urls = pd_client_urls(self.topology, self.pd_url)
-                if urls:
-                    active.sampler = PendingPeerSampler(PDClient(urls), interval=self.pending_interval_s)
-                    active.sampler.start()
-                else:
+                active.sampler = self.pending_sampler()
+                if active.sampler is None:
                     notes.append("no PD in the topology and no pd_url: pending-peer regions not sampled")
+                else:
+                    active.sampler.start()
         except BaseException:
             self._clear_mechs(fault, active)
             raise
@@ -251,6 +250,12 @@ class TidbCluster:
             verified=True,
             notes=tuple(notes),
         )
+
+    def pending_sampler(self) -> PendingPeerSampler | None:
+        """What samples PD's pending-peer regions during a bandwidth fault; None without a PD to ask (an
+        observation, not a precondition: the fault goes on without it)."""
+        urls = pd_client_urls(self.topology, self.pd_url)
+        return PendingPeerSampler(PDClient(urls), interval=self.pending_interval_s) if urls else None
 
     def _sql_target(self, host: str, port: int) -> SqlTarget:
         return SqlTarget(host, port, self.settings.sql_user, self.settings.password(),
