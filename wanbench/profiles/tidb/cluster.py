@@ -341,18 +341,24 @@ class TidbCluster:
         return summary
 
     def sweep(self) -> list[str]:
-        """Remove wanbench qdiscs and dead-man state that dead runs left on any host of the cluster."""
+        """Remove wanbench qdiscs, nft tables (loss, partitions) and dead-man state that dead runs left on
+        any host of the cluster."""
         if self.dry_run:
             return []
+        from wanbench.faults.nft import NftMechanism
         from wanbench.faults.tc import PeerMatch, TcMechanism
 
         self.preflight()
         removed: list[str] = []
+        caps = self.capabilities(sorted(self.executors))
         for host, ex in self.executors.items():
             extra: dict[str, Any] = {"state_dir": self.state_dir_for(host)} if self.state_dir_for else {}
-            mech = TcMechanism(ex, "lo", [PeerMatch(port=9)], run=self.run,
-                               ssh_ports=(self.settings.ssh_port_of(host),), **extra)
-            removed += mech.sweep()
+            ssh = (self.settings.ssh_port_of(host),)
+            for mech in (TcMechanism(ex, "lo", [PeerMatch(port=9)], run=self.run, ssh_ports=ssh,
+                                     capabilities=caps[host], **extra),
+                         NftMechanism(ex, [PeerMatch(port=9)], run=self.run, ssh_ports=ssh, capabilities=caps[host],
+                                      **extra)):
+                removed += mech.sweep()
         return removed
 
     def start_watchdog(self) -> None:
