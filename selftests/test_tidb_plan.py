@@ -409,3 +409,22 @@ def test_a_bandwidth_fault_samples_pd_only_where_there_is_one(tmp_path: Path) ->
     assert TidbCluster(load_cluster(tmp_path / "topology.yaml"), tag="t").pending_sampler() is None
     given = TidbCluster(load_cluster(tmp_path / "topology.yaml"), tag="t", pd_url="http://127.0.0.3:2379")
     assert given.pending_sampler() is not None
+
+
+def test_a_failed_wire_check_names_a_load_host_this_machine_does_not_send_from(tmp_path: Path) -> None:
+    """The rules towards the clients are scoped to ``load_host``; when this machine sends from another
+    address, a failed measurement says so (the addresses alone decide nothing: a NAT may make both right)."""
+    from wanbench.profiles.tidb.wire import client_flows, elsewhere
+
+    (tmp_path / "topology.yaml").write_text("tidb_servers: [{host: 127.0.0.1}]\n")
+    topo = load_cluster(tmp_path / "topology.yaml")
+    scenario = load_catalog("tidb")["tidb"]
+    rate = Level.parse("rate", "5mbit")
+    wrong = plan_fault(scenario, topo, rate, load_host="127.0.0.99")
+    assert client_flows(wrong) == [("127.0.0.1", 4000, "127.0.0.99")]
+    assert elsewhere(wrong, "127.0.0.1", 4000) == (
+        "; the rules towards the clients name the load host 127.0.0.99, but this machine, where the load runs, "
+        "reaches 127.0.0.1:4000 from 127.0.0.1: unless a NAT between makes them the same, the workload does not "
+        "cross the fault (set load_host: 127.0.0.1 in the cluster file, or --load-host)")
+    assert client_flows(plan_fault(scenario, topo, rate)) == [("127.0.0.1", 4000, None)]  # any address
+    assert elsewhere(plan_fault(scenario, topo, rate), "127.0.0.1", 4000) == ""
