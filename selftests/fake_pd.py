@@ -1,9 +1,13 @@
-"""A tiny PD stand-in: recorded PD v8.5 answers over real HTTP on 127.0.0.1.
+"""A tiny PD stand-in: recorded PD v8.5 answers over real HTTP (127.0.0.1 unless told).
 
 PD cannot run here (no registry ships it), so the PD client is tested
 against this server. It answers from ``selftests/data/pd/*.json``, can move
 the leader (as a PD election would between ``tiup cluster display`` and the
 run), can answer with an HTTP error, and counts requests per path.
+
+``python -m selftests.fake_pd ADDRESS [PORT]`` serves the answers of a
+one-PD cluster whose PD is ADDRESS:PORT (2379) on that address until it is
+terminated: the PD of a namespace host (``selftests/test_tidb_live_netns.py``).
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ DATA = Path(__file__).parent / "data" / "pd"
 
 
 class FakePD:
-    def __init__(self) -> None:
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.host = host
+        self.port = port
         self.members: dict[str, Any] = json.loads((DATA / "members.json").read_text())
         self.pending: dict[str, Any] = json.loads((DATA / "pending_peer_none.json").read_text())
         self.error: tuple[int, str] | None = None
@@ -39,6 +45,16 @@ class FakePD:
                     return
         raise KeyError(name)
 
+    def single(self, address: str, port: int = 2379) -> FakePD:
+        """Recorded PD v8.5 answer shapes, for a one-PD cluster whose PD is ``address:port``."""
+        member = {"name": f"pd-{address}-{port}", "member_id": 12, "peer_urls": [f"http://{address}:{port + 1}"],
+                  "client_urls": [f"http://{address}:{port}"], "deploy_path": f"/data/tidb-deploy/pd-{port}/bin",
+                  "binary_version": "v8.5.3", "git_hash": "0" * 40}
+        with self._lock:
+            self.members = {"header": {"cluster_id": 1}, "members": [member], "leader": member,
+                            "etcd_leader": member}
+        return self
+
     def set_pending(self, recorded: str) -> None:
         with self._lock:
             self.pending = json.loads((DATA / recorded).read_text())
@@ -51,7 +67,7 @@ class FakePD:
     def url(self) -> str:
         assert self._server is not None
         port = self._server.server_address[1]
-        return f"http://127.0.0.1:{port}"
+        return f"http://{self.host}:{port}"
 
     # -- serving --
     def answer(self, path: str) -> tuple[int, Any]:
@@ -83,7 +99,7 @@ class FakePD:
             def log_message(self, format: str, *args: Any) -> None:
                 return None
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer((self.host, self.port), Handler)
         self._server.daemon_threads = True
         server = self._server
         self._thread = threading.Thread(target=lambda: server.serve_forever(poll_interval=0.05), name="fake-pd",
@@ -105,3 +121,23 @@ class FakePD:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def main(argv: list[str]) -> None:
+    """Serve one PD at ``argv[0]``:``argv[1]`` (2379) until SIGTERM; prints its URL once it listens."""
+    import signal
+    import sys
+
+    address, port = argv[0], int(argv[1]) if len(argv) > 1 else 2379
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with FakePD(address, port).single(address, port) as pd:
+        print(pd.url, flush=True)
+        sys.stdout.close()
+        stop.wait()
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])

@@ -12,11 +12,12 @@ from typing import Any
 
 import pytest
 
-from wanbench.census import census_of, mean_latency_ms, table_rows, values_of
+from wanbench.census import census_of, mean_latency_ms, values_of
 from wanbench.errors import ConfigError
 from wanbench.gate.baseline import BaselineStore, Fingerprint, RunCell
 from wanbench.gate.budget_file import parse_budgets
 from wanbench.gate.verdict import PASS, R_CENSUS_BEYOND, REGRESSION, Judge
+from wanbench.report.census_rows import table_rows
 
 DATA = Path(__file__).parent / "data" / "census" / "rtt_replica_c10.json"
 CELLS = {c["test_id"]: c for c in json.loads(DATA.read_text())["cells"]}

@@ -337,9 +337,10 @@ def test_a_missed_window_is_an_evidence_error_not_an_empty_window() -> None:
 
 
 def test_the_tidb_profiles_evidence_source_and_its_collector() -> None:
-    """The cluster's Prometheus (``--prometheus`` over the topology's), decided when it is built;
-    without one the session is told so and collects nothing; ``close`` stops only what the source
-    started."""
+    """The cluster's Prometheus (``--prometheus`` over the topology's) and every tidb-server's status
+    port, decided when it is built; without either the session is told so and collects nothing;
+    ``close`` stops only what the source started. (Opening a source with status ports reads them:
+    the seed's cluster is not reachable from here, so its source is only looked at.)"""
     from wanbench.evidence.prometheus import PromClient
     from wanbench.evidence.windows import TidbPrometheus, TidbWindows
     from wanbench.profiles.capabilities import EVIDENCE
@@ -351,9 +352,13 @@ def test_the_tidb_profiles_evidence_source_and_its_collector() -> None:
         source = TidbCluster(topo, tag="ev", dry_run=True, prometheus=given).offers.get(EVIDENCE)
         assert isinstance(source, TidbPrometheus)
         assert source.url == url
-        windows = source.open(print)
+        assert source.status_urls == tuple(f"http://{c.host}:10080" for c in topo.by_role("tidb"))
+        assert len(source.status_urls) == 6
+        windows = TidbPrometheus(source.url).open(print)
         assert isinstance(windows, TidbWindows)
+        assert windows.client is not None
         assert windows.client.url == url
+        assert windows.probe is None
     said: list[str] = []
     assert TidbPrometheus(None, why_none="no Prometheus here").open(said.append) is None
     assert said == ["no Prometheus here"]
@@ -362,3 +367,77 @@ def test_the_tidb_profiles_evidence_source_and_its_collector() -> None:
     started.close()
     started.close()
     assert stopped == [1]
+
+
+class _TidbStatus:
+    """A tidb-server's status port on loopback, answering ``/metrics`` from a recorded scrape (the
+    2025 unistore build) whose point-read counter grows by ``step`` on every scrape."""
+
+    def __init__(self, step: int = 10) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        text = (Path(__file__).parent / "data" / "tidb-metrics" / "e4e814fdc0af-unistore-census-lines.txt").read_text()
+        scrapes = [0]
+        get = 'tidb_tikvclient_txn_cmd_duration_seconds_count{scope="general",type="get"} 118'
+        assert get in text
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                scrapes[0] += 1
+                body = text.replace(get, get.replace(" 118", f" {118 + step * scrapes[0]}")).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: object) -> None:
+                return None
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_tidb_cluster_without_prometheus_still_gets_the_census_counters() -> None:
+    """No Prometheus, but the tidb-servers' status ports answer: the evidence is the census counters
+    read at each window's edges (exact totals), with no Prometheus view; a status port that does not
+    answer when the session opens leaves the census out, saying which."""
+    from wanbench.evidence.windows import TidbPrometheus, TidbWindows
+
+    status = _TidbStatus(step=10)
+    try:
+        said: list[str] = []
+        windows = TidbPrometheus(None, why_none="no Prometheus here", status_urls=[status.url]).open(said.append)
+        assert isinstance(windows, TidbWindows)
+        assert windows.client is None
+        assert windows.probe is not None
+        assert said == [f"evidence: census counters read from every tidb-server's /metrics at each window's edge "
+                        f"({status.url})",
+                        "evidence: no Prometheus to ask: the census counters alone (no CPU per component, QPS per "
+                        "tier, latency or NIC bytes)"]
+        for _ in range(2):
+            windows.begin()
+            windows.end()
+        ev = windows.take(qps=100.0)
+        assert ev is not None
+        assert ev["windows"] == 2
+        assert ev["counters"]["tidb"]["kv_requests.Get"] == 20.0  # 10 reads between each window's edges
+        assert ev["counters_source"] == f"tidb-server /metrics at each window's edges: {status.url}"
+        assert ev["source"] == "tidb-server /metrics (no Prometheus: census counters only)"
+        assert ev["qps"] == {"client": 100.0}
+        assert "components" not in ev
+    finally:
+        status.close()
+    said = []
+    assert TidbPrometheus(None, why_none="no Prometheus here", status_urls=[status.url]).open(said.append) is None
+    assert len(said) == 2
+    assert said[0].startswith("evidence: census counters not read at each window's edge, since every "
+                              "tidb-server's status port must answer from this machine")
+    assert status.url in said[0]
+    assert said[0].endswith(": no census counters")
+    assert said[1] == "no Prometheus here"

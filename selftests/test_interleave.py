@@ -7,11 +7,12 @@ from collections.abc import Sequence
 
 import pytest
 
-from wanbench.census import census_of, table_rows
+from wanbench.census import census_of
 from wanbench.gate.baseline import Lookup, RunCell, reference_of, run_entry_cells
 from wanbench.gate.budget_file import parse_budgets
 from wanbench.gate.verdict import Judge
 from wanbench.interleave import KEY, paired, run_interleaved, schedule
+from wanbench.report.census_rows import table_rows
 from wanbench.results import Latency, Round, WorkloadResult
 
 

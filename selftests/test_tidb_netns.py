@@ -163,15 +163,6 @@ def test_a_mysql_server_on_the_tidb_port_is_refused(net: NetnsNetwork, tmp_path:
                 proc.wait(timeout=10)
 
 
-def _fake_pd_for(pd: FakePD, address: str) -> None:
-    """Recorded PD v8.5 answer shapes, for a one-PD cluster at ``address``."""
-    member = {"name": f"pd-{address}-2379", "member_id": 12, "peer_urls": [f"http://{address}:2380"],
-              "client_urls": [f"http://{address}:2379"], "deploy_path": "/data/tidb-deploy/pd-2379/bin",
-              "binary_version": "v8.5.3", "git_hash": "0" * 40}
-    pd.members = {"header": {"cluster_id": 1}, "members": [member], "leader": member, "etcd_leader": member}
-    pd.set_pending("pending_peer.json")
-
-
 def test_tikv_write_rate_dry_run_then_real(net: NetnsNetwork, cluster: Topology,
                                            executors: dict[str, Executor]) -> None:
     """The suite's Cluster on a TiDB-shaped network: preflight, live PD leader, dry run, real tc over SSH
@@ -181,7 +172,7 @@ def test_tikv_write_rate_dry_run_then_real(net: NetnsNetwork, cluster: Topology,
     scenario = load_catalog("tidb")["tikv_write"]
     level = Level.parse("rate", "5mbit")
     with FakePD() as pd:
-        _fake_pd_for(pd, a["h1"])
+        pd.single(a["h1"]).set_pending("pending_peer.json")
         # -- dry run: every command, nothing contacted
         dry = TidbCluster(cluster, tag="netns-dry", dry_run=True)
         with pytest.raises(DryRun) as info:

@@ -3,19 +3,28 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import socket
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from wanbench.errors import ConfigError, InfrastructureError
+from wanbench.errors import ConfigError, FaultError, InfrastructureError
 from wanbench.executors import Executor, LocalExecutor
 from wanbench.executors.ssh import SSHExecutor
-from wanbench.faults.base import FAMILY_KIND, Level
+from wanbench.faults.base import FAMILY_KIND, Fault, Level
+from wanbench.faults.probe import Capabilities
 from wanbench.profiles.tidb.model import cluster_settings
 from wanbench.profiles.tidb.plan import CLIENT, HostPlan, plan_fault, render_dry_run
 from wanbench.profiles.tidb.preflight import preflight
-from wanbench.profiles.tidb.tcplan import matches_by_interface, tc_peers, tc_renderer
+from wanbench.profiles.tidb.tcplan import (
+    choose_mechanisms,
+    installed_nft,
+    matches_by_interface,
+    tc_peers,
+    tc_renderer,
+)
 from wanbench.profiles.tidb.topology import load_cluster
 from wanbench.profiles.tidb.views import with_pd_leader
 from wanbench.topology import Scenario, load_catalog
@@ -219,6 +228,7 @@ def test_tidb_cluster_dry_run_contacts_nobody(topo, catalog) -> None:
         _ = cluster.executors
     ctx = cluster.run_context()
     assert ctx["dry_run"] is True
+    assert ctx["versions"] == {"tidb": "v8.5.3", "source": "the cluster file (--dry-run asks no server)"}
     assert len(ctx["endpoints"]["proxy"]) == 6
     with pytest.raises(DryRun):
         cluster.sql_targets("direct")
@@ -234,3 +244,187 @@ def test_tidb_cluster_sql_targets_round_robin_list(topo) -> None:
     assert targets[0].user == "root"
     assert "password" not in repr(targets[0])
     assert [t.port for t in cluster.sql_targets("direct")] == [4000] * 6
+
+
+def test_the_suites_dry_run_of_every_family_prints_the_plan(tmp_path: Path) -> None:
+    """README step 3 as a user runs it: ``--dry-run`` with a cluster file, for each fault family and
+    the availability family, prints every command per host and ends with every cell skipped. (The
+    session's gate fingerprints the run before any cell prints its plan; a dry run asks no server,
+    so its run context names the versions the cluster file gives.) The hosts are loopback addresses
+    with nothing listening: a dry run that tried to reach one would fail."""
+    from selftests.labutil import ROOT, suite_cmd
+
+    (tmp_path / "topology.yaml").write_text(
+        "global: {user: tidb, ssh_port: 22}\n"
+        "pd_servers: [{host: 127.0.0.2}]\n"
+        "tidb_servers: [{host: 127.0.0.2}]\n"
+        "tikv_servers: [{host: 127.0.0.3}, {host: 127.0.0.4}]\n"
+        "tiproxy_servers: [{host: 127.0.0.5}]\n")
+    cluster = tmp_path / "demo.wanbench.yaml"
+    cluster.write_text("wanbench_cluster: 1\nname: demo\ntopology: topology.yaml\n"
+                       "sql: {user: bench, password_env: DEMO_BENCH_PASSWORD}\nload_host: 127.0.0.1\n")
+    env = {k: v for k, v in os.environ.items() if k != "DEMO_BENCH_PASSWORD"} | {"HOME": str(tmp_path)}
+    res = subprocess.run(
+        suite_cmd("tests/rtt", "tests/bandwidth", "tests/loss", "tests/availability", "--cluster", str(cluster),
+                  "--scenario", "tikv_write,heartbeat_tikv", "--rtt", "0,50ms", "--bandwidth", "0,5mbit",
+                  "--loss", "0,1%", "--concurrency", "10", "--dry-run", "-p", "no:randomly", "-rs"),
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+    out = res.stdout
+    assert res.returncode == 0, out[-3000:] + res.stderr[-2000:]
+    assert "9 skipped" in out, out[-2000:]
+    assert "lacks versions" not in out
+    for family, level in (("delay", "50ms"), ("rate", "5mbit"), ("loss", "1%")):
+        assert f"# dry run: tikv_write {family}={level} on 2 host(s); nothing below has been run" in out
+    # three faults on every TiKV host, and three outages of the first TiKV
+    assert out.count("== 127.0.0.3 (ssh tidb@127.0.0.3 port 22") == 6
+    assert out.count("== 127.0.0.4 (ssh tidb@127.0.0.4 port 22") == 3
+    for kind in ("partition", "pause", "restart"):
+        assert f"dry run: printed the commands for heartbeat_tikv {kind}; nothing applied" in out
+
+
+def _caps(host: str, *, netem: bool, nft: bool = True) -> Capabilities:
+    return Capabilities(host, root=True, netem=netem, htb=True, tbf=True, u32=True, ifb=True, clsact=True, nft=nft,
+                        nft_numgen=nft, systemd=False, setsid=True, python3=True)
+
+
+def test_each_host_gets_the_mechanism_its_kernel_allows(topo, catalog) -> None:
+    """Rate caps by tc everywhere; loss by tc netem where the kernel has it, else by nft; delay only
+    where it has netem, and a plan with one host without it is refused for every host, naming the
+    host, what its kernel lacks and what to do."""
+    plan = plan_fault(catalog["tikv_write"], topo, RTT200)
+    hosts = [hp.host for hp in plan.hosts]
+    mixed = {hosts[0]: _caps(hosts[0], netem=True), hosts[1]: _caps(hosts[1], netem=False)}
+    assert choose_mechanisms(plan, mixed, Level.parse("rate", "5mbit")) == dict.fromkeys(hosts, "tc")
+    assert choose_mechanisms(plan, mixed, Level.parse("loss", "1%")) == {hosts[0]: "tc", hosts[1]: "nft"}
+    with pytest.raises(FaultError) as info:
+        choose_mechanisms(plan, mixed, RTT200)
+    msg = str(info.value)
+    assert msg.startswith(f"[{hosts[1]}] cannot add delay 200ms (tikv_write) on this host: the kernel has no "
+                          "sch_netem (the capability probe could not add a netem qdisc on a throwaway device there).")
+    assert "modprobe sch_netem" in msg
+    assert msg.endswith("Nothing was applied on any host.")
+    assert "toxiproxy" not in msg  # not a way the TiDB profile has
+    bare = dict.fromkeys(hosts, _caps("x", netem=False, nft=False))
+    with pytest.raises(FaultError, match=r"these 2 hosts: \[.*\] no way to drop packets here"):
+        choose_mechanisms(plan, bare, Level.parse("loss", "1%"))
+
+
+class _NoNetemHost:
+    """A host whose kernel has no netem: answers the preflight and the capability probe, and records
+    every command it is asked to run."""
+
+    def __init__(self, host: str) -> None:
+        self.host = host
+        self.ssh_port = 22
+        self.ran: list[list[str]] = []
+
+    def run(self, argv, *, input=None, timeout=30.0, check=True):  # noqa: A002 - the executor's signature
+        from wanbench.executors.base import CommandResult
+
+        self.ran.append(list(argv))
+        probed = argv[:2] == ["sh", "-c"] and "wbprobe" in argv[2]
+        out = "root=1 netem=0 htb=1 tbf=1 u32=1 ifb=1 clsact=1 nft=1 nft_numgen=1 systemd=0 setsid=1 python3=1"
+        return CommandResult(self.host, tuple(argv), 0, out if probed else "", "", 0.0)
+
+    def close(self) -> None:
+        return None
+
+
+def test_delay_on_a_kernel_without_netem_stops_before_anything_is_applied(catalog) -> None:
+    from wanbench.profiles.tidb.cluster import TidbCluster
+
+    topo = load_cluster(DATA / "tiup_topology_seed000.yaml")
+    hosts = {c.host for c in topo.components}
+    execs = {h: _NoNetemHost(h) for h in hosts}
+    cluster = TidbCluster(topo, tag="t", executors=execs)  # type: ignore[arg-type]
+    plan = plan_fault(catalog["tikv_write"], topo, RTT200)
+    cluster._plans[fault := Fault("tikv", RTT200)] = (plan, None)
+    with pytest.raises(FaultError, match="the kernel has no sch_netem"):
+        cluster.apply(fault, expected_duration_s=60)
+    for h, ex in execs.items():
+        ran = [a[0] if a[0] != "sh" else ("probe" if "wbprobe" in a[2] else a[2][:20]) for a in ex.ran]
+        assert ran == ["tc", "ip"] + (["probe"] if h in {hp.host for hp in plan.hosts} else []), (h, ex.ran)
+    cluster.close()
+
+
+#: ``nft -j list chain inet T out`` of the table the nft mechanism writes for a TiDB loss fault
+#: (recorded on a namespace host: nftables 1.0.6)
+NFT_OUT = (
+    '{"nftables": [{"metainfo": {"version": "1.0.6", "json_schema_version": 1}}, {"chain": {"family": "inet", '
+    '"table": "T", "name": "out", "handle": 2, "type": "filter", "hook": "output", "prio": 0, "policy": "accept"}}, '
+    '{"rule": {"family": "inet", "table": "T", "chain": "out", "handle": 5, "expr": [{"match": {"op": "==", '
+    '"left": {"payload": {"protocol": "tcp", "field": "sport"}}, "right": 22}}, {"accept": null}]}}, '
+    '{"rule": {"family": "inet", "table": "T", "chain": "out", "handle": 6, "expr": [{"match": {"op": "==", '
+    '"left": {"payload": {"protocol": "tcp", "field": "dport"}}, "right": {"set": [22, 2222]}}}, {"accept": null}]}}, '
+    '{"rule": {"family": "inet", "table": "T", "chain": "out", "handle": 8, "expr": [{"match": {"op": "==", '
+    '"left": {"meta": {"key": "oifname"}}, "right": "eth0"}}, {"match": {"op": "==", "left": {"payload": '
+    '{"protocol": "ip", "field": "daddr"}}, "right": "198.18.66.1"}}, {"match": {"op": "==", "left": {"meta": '
+    '{"key": "l4proto"}}, "right": {"set": ["tcp", "udp"]}}}, {"match": {"op": "==", "left": {"payload": '
+    '{"protocol": "th", "field": "sport"}}, "right": 4000}}, {"jump": {"target": "loss"}}]}}, '
+    '{"rule": {"family": "inet", "table": "T", "chain": "out", "handle": 10, "expr": [{"match": {"op": "==", '
+    '"left": {"meta": {"key": "oifname"}}, "right": "eth0"}}, {"match": {"op": "==", "left": {"meta": '
+    '{"key": "l4proto"}}, "right": {"set": ["tcp", "udp"]}}}, {"match": {"op": "==", "left": {"payload": '
+    '{"protocol": "th", "field": "dport"}}, "right": 2379}}, {"jump": {"target": "loss"}}]}}]}')
+
+
+def test_nft_loss_rules_are_read_back_from_nft_itself() -> None:
+    class Nft:
+        host = "h"
+
+        def run(self, argv, *, input=None, timeout=30.0, check=True):  # noqa: A002
+            from wanbench.executors.base import CommandResult
+
+            there = argv[-2] == "T"
+            return CommandResult("h", tuple(argv), 0 if there else 1, NFT_OUT if there else "", "", 0.0)
+
+    assert installed_nft(Nft(), "T") == (True, {("198.18.66.1", 4000, None), (None, None, 2379)}, {22, 2222})
+    assert installed_nft(Nft(), "gone") == (False, set(), set())
+
+
+def test_a_loss_dry_run_shows_the_nft_table_too(topo, catalog) -> None:
+    """Which mechanism loss takes is the host's kernel's to decide, when the run starts: the dry run
+    shows both, each with only the planned flows (one direction each), and says how it is decided."""
+    plan = plan_fault(catalog["tidb"], topo, Level.parse("loss", "1%"))
+    text = render_dry_run(plan, commands=tc_renderer())
+    assert "else the nft table after it (a capability probe of every host decides" in text
+    assert text.count("nft -f - <<'EOF'") == text.count("tc -batch - <<'EOF'") == len(plan.hosts)
+    hp = plan.hosts[0]
+    jumps = [ln.strip() for ln in text.split(f"== {hp.host} ")[1].split("== ")[0].splitlines() if "jump loss" in ln]
+    assert len(jumps) == len(hp.matches)
+    delay = render_dry_run(plan_fault(catalog["tidb"], topo, RTT200), commands=tc_renderer())
+    assert "# delay needs sch_netem in this host's kernel" in delay
+    assert "nft -f" not in delay
+
+
+def test_a_bandwidth_fault_samples_pd_only_where_there_is_one(tmp_path: Path) -> None:
+    """Pending-peer regions are an observation of a bandwidth fault, not a precondition: a topology
+    without PD (and no pd_url) gets no sampler, where it used to fail the fault after its rules went on."""
+    from wanbench.profiles.tidb.cluster import TidbCluster
+
+    with_pd = TidbCluster(load_cluster(DATA / "tiup_topology_seed000.yaml"), tag="t")
+    sampler = with_pd.pending_sampler()
+    assert sampler is not None
+    assert sampler.client.urls[0].endswith(":2379")
+    (tmp_path / "topology.yaml").write_text("tidb_servers: [{host: 127.0.0.2}]\n")
+    assert TidbCluster(load_cluster(tmp_path / "topology.yaml"), tag="t").pending_sampler() is None
+    given = TidbCluster(load_cluster(tmp_path / "topology.yaml"), tag="t", pd_url="http://127.0.0.3:2379")
+    assert given.pending_sampler() is not None
+
+
+def test_a_failed_wire_check_names_a_load_host_this_machine_does_not_send_from(tmp_path: Path) -> None:
+    """The rules towards the clients are scoped to ``load_host``; when this machine sends from another
+    address, a failed measurement says so (the addresses alone decide nothing: a NAT may make both right)."""
+    from wanbench.profiles.tidb.wire import client_flows, elsewhere
+
+    (tmp_path / "topology.yaml").write_text("tidb_servers: [{host: 127.0.0.1}]\n")
+    topo = load_cluster(tmp_path / "topology.yaml")
+    scenario = load_catalog("tidb")["tidb"]
+    rate = Level.parse("rate", "5mbit")
+    wrong = plan_fault(scenario, topo, rate, load_host="127.0.0.99")
+    assert client_flows(wrong) == [("127.0.0.1", 4000, "127.0.0.99")]
+    assert elsewhere(wrong, "127.0.0.1", 4000) == (
+        "; the rules towards the clients name the load host 127.0.0.99, but this machine, where the load runs, "
+        "reaches 127.0.0.1:4000 from 127.0.0.1: unless a NAT between makes them the same, the workload does not "
+        "cross the fault (set load_host: 127.0.0.1 in the cluster file, or --load-host)")
+    assert client_flows(plan_fault(scenario, topo, rate)) == [("127.0.0.1", 4000, None)]  # any address
+    assert elsewhere(plan_fault(scenario, topo, rate), "127.0.0.1", 4000) == ""

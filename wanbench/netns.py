@@ -26,6 +26,8 @@ from wanbench.executors.local import LocalExecutor
 from wanbench.wait import wait_for
 
 SSHD = "/usr/sbin/sshd"
+#: the dead-man state directory on a host (``wanbench.faults.deadman.STATE_DIR``)
+STATE_DIR = "/run/wanbench"
 
 
 @dataclass(frozen=True)
@@ -108,9 +110,15 @@ class NetnsNetwork:
     """
 
     def __init__(self, workdir: str | os.PathLike[str], *, hosts: int = 3, prefix: str | None = None,
-                 net: str = "198.18") -> None:
+                 net: str = "198.18", private_run: bool = False) -> None:
         """``net``: the first two octets of the hosts' addresses (``net``.N.0/24), so
-        suites running side by side can keep to ranges of their own."""
+        suites running side by side can keep to ranges of their own.
+
+        ``private_run``: each host's sshd (and so everything run over SSH there, dead-man
+        timers included) sees a ``/run/wanbench`` of its own (a tmpfs in the sshd's mount
+        namespace), as a real host has, instead of this machine's: a suite run against the hosts
+        keeps its default state directory and shares nothing with runs on this machine.
+        ``host_view(name)`` looks at a host as its sshd sees it."""
         if hosts < 1:
             raise ValueError("hosts must be >= 1")
         self.workdir = Path(workdir)
@@ -119,6 +127,7 @@ class NetnsNetwork:
         if not re.fullmatch(r"\d{1,3}\.\d{1,3}", net):
             raise ValueError(f"net {net!r}: give the first two octets, e.g. 198.18")
         self.net = net
+        self.private_run = private_run
         if len(self.prefix) > 9:
             raise ValueError(f"prefix {self.prefix!r} too long for interface names")
         self.bridge_ns = f"{self.prefix}-br"
@@ -214,6 +223,12 @@ class NetnsNetwork:
         h = self.host(name)
         return NetnsExecutor(h.netns, host=h.name)
 
+    def host_view(self, name: str) -> LocalExecutor:
+        """Runs argv in the network and mount namespaces of ``name``'s sshd: the host as anything
+        started over SSH there sees it (its private ``/run/wanbench`` with ``private_run``), not
+        going through the SSH path under test."""
+        return LocalExecutor(name, prefix=("nsenter", "-t", str(self.sshd_pid(name)), "-m", "-n", "--"))
+
     @staticmethod
     def state_dir(netns: str) -> str:
         """A per-host fault state directory: all namespaces share the root's /run."""
@@ -264,10 +279,17 @@ class NetnsNetwork:
                 "",
             ])
         )
+        argv = [SSHD, "-D", "-e", "-f", str(cfg)]
+        if self.private_run:
+            # `ip netns exec` gives its command a mount namespace of its own (a slave of this machine's):
+            # a tmpfs mounted there is seen by this sshd and its children only
+            Path(STATE_DIR).mkdir(mode=0o755, parents=True, exist_ok=True)  # the mount point
+            argv = ["sh", "-c", 'mount -t tmpfs -o size=4m,mode=0755 "wanbench-$1" "$2" && shift 2 && exec "$@"',
+                    "sh", h.netns, STATE_DIR, *argv]
         log = open(self.workdir / f"{h.name}-sshd.log", "ab")  # noqa: SIM115 - handed to the child
         try:
             proc = subprocess.Popen(
-                ["ip", "netns", "exec", h.netns, SSHD, "-D", "-e", "-f", str(cfg)],
+                ["ip", "netns", "exec", h.netns, *argv],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
             )
         finally:

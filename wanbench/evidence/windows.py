@@ -5,15 +5,16 @@ measured windows and turns them into the cell's evidence when it is recorded.
 * ``LabWindows``: the lab's ``/proc`` and server counters
   (``wanbench.evidence.collect``), plus its own Prometheus' view when that runs;
 * ``TidbWindows``: a Prometheus that scrapes TiDB (``tidb_evidence``), asked
-  about each window's wall-clock edges; ``TidbPrometheus`` is the evidence
-  source that makes one, for any cluster that has such a Prometheus.
+  about each window's wall-clock edges, and the census counters read from the
+  tidb-servers' own ``/metrics`` at those edges; ``TidbPrometheus`` is the
+  evidence source that makes one, for any cluster that has either.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from wanbench.errors import InfrastructureError
@@ -31,9 +32,11 @@ class TidbWindows:
     ``probe`` (``wanbench.evidence.tidb_metrics.MetricsProbe``): the census
     counters are read from the tidb-servers' own ``/metrics`` at each window's
     edges, exact totals over the windows (``counters``), as the lab reads
-    ``SHOW GLOBAL STATUS``; without it the census divides Prometheus' rates."""
+    ``SHOW GLOBAL STATUS``; without it the census divides Prometheus' rates.
+    ``client`` None: there is no Prometheus to ask, and the evidence is the
+    census counters alone (CPU, QPS per tier, latency and NIC bytes need one)."""
 
-    def __init__(self, client: PromClient, *, stop: Callable[[], object] | None = None,
+    def __init__(self, client: PromClient | None, *, stop: Callable[[], object] | None = None,
                  probe: MetricsProbe | None = None, background_s: float = 0.0) -> None:
         self.client = client
         self._stop = stop
@@ -114,10 +117,14 @@ class TidbWindows:
         if not edges:
             return {"error": "; ".join(missed)} if missed else None
         start, end = edges[0][0], edges[-1][1]
-        try:
-            ev = tidb_evidence(self.client, start, end)
-        except InfrastructureError as exc:
-            return {"window_s": round(end - start, 3), "error": str(exc)}
+        if self.client is None:
+            ev: dict[str, Any] = {"window_s": round(end - start, 3), "windows": len(edges),
+                                  "source": "tidb-server /metrics (no Prometheus: census counters only)"}
+        else:
+            try:
+                ev = tidb_evidence(self.client, start, end)
+            except InfrastructureError as exc:
+                return {"window_s": round(end - start, 3), "error": str(exc)}
         if qps is not None:
             ev.setdefault("qps", {})["client"] = round(qps, 1)
         if counted == len(edges) and totals:  # every window read at its edges: exact totals for the census
@@ -140,18 +147,50 @@ class TidbWindows:
 
 
 class TidbPrometheus:
-    """The evidence source of a cluster whose Prometheus scrapes TiDB (``url``;
-    None: there is none, and ``why_none`` says so when the session asks)."""
+    """The evidence source of a TiDB cluster: its Prometheus (``url``; None: there is none) and its
+    tidb-servers' own ``/metrics`` (``status_urls``: every tidb-server's status port).
 
-    def __init__(self, url: str | None, *, why_none: str = "no Prometheus: no server-side evidence") -> None:
+    The census counters are read from the tidb-servers themselves at each window's edges when every
+    status port answers from this machine when the session opens (a server left out would be counts
+    missing); ``background_s``: how long TiDB's own work with no load is watched then. They need no
+    Prometheus: a cluster without one (or whose Prometheus this machine cannot reach) still gets the
+    census, which the gate compares in one run; Prometheus adds CPU per component, QPS per tier,
+    latency and NIC bytes. With neither, there is no evidence, and ``why_none`` says so."""
+
+    def __init__(self, url: str | None, *, why_none: str = "no Prometheus: no server-side evidence",
+                 status_urls: Sequence[str] = (), background_s: float = 0.0) -> None:
         self.url = url
         self.why_none = why_none
+        self.status_urls = tuple(status_urls)
+        self.background_s = background_s
 
     def open(self, note: Callable[[str], None]) -> TidbWindows | None:
-        if self.url is None:
+        probe = self._probe(note)
+        if self.url is None and probe is None:
             note(self.why_none)
             return None
-        return TidbWindows(PromClient(self.url))
+        if self.url is None:
+            note("evidence: no Prometheus to ask: the census counters alone (no CPU per component, QPS per tier, "
+                 "latency or NIC bytes)")
+        if probe is not None and self.background_s > 0:
+            note(f"TiDB's own work with no load: measured for {self.background_s:g} s (the census says where it "
+                 "is a large share of a count)")
+        return TidbWindows(PromClient(self.url) if self.url else None, probe=probe, background_s=self.background_s)
+
+    def _probe(self, note: Callable[[str], None]) -> MetricsProbe | None:
+        if not self.status_urls:
+            return None
+        probe = MetricsProbe(self.status_urls)
+        try:
+            probe.snapshot()
+        except InfrastructureError as exc:
+            rest = "the census divides Prometheus' rates" if self.url else "no census counters"
+            note(f"evidence: census counters not read at each window's edge, since every tidb-server's status "
+                 f"port must answer from this machine ({exc}): {rest}")
+            return None
+        note(f"evidence: census counters read from every tidb-server's /metrics at each window's edge "
+             f"({', '.join(probe.urls)})")
+        return probe
 
 
 class LabWindows(EvidenceCollector):

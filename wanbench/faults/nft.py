@@ -93,7 +93,7 @@ class NftMechanism(HostFaultBase):
             if p.port is None:
                 out.append(f"{oif}{dst}".strip())
             else:
-                for field in ("dport", "sport"):
+                for field in p.port_fields:
                     out.append(f"{oif}{dst}meta l4proto {{ tcp, udp }} th {field} {p.port}")
         return out
 

@@ -92,6 +92,11 @@ class PeerMatch:
         """Port-only matches see both directions of a link on this one interface (``lo``)."""
         return self.ip is None
 
+    @property
+    def port_fields(self) -> tuple[str, ...]:
+        """The header fields ``port`` is matched in (nft): both directions of the link."""
+        return ("dport", "sport")
+
 
 def check_peers(peers: Sequence[PeerMatch], ssh_ports: Sequence[int]) -> tuple[PeerMatch, ...]:
     if not peers:

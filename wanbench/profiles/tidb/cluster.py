@@ -1,15 +1,20 @@
 """``TidbCluster``: the ``Cluster`` (``wanbench.profiles.base``) of a real
 tiup-deployed TiDB cluster.
 
-Faults are the tc mechanism over SSH on the hosts the plan names, scoped to
-the target's own flows (``wanbench.profiles.tidb.plan``). Before the first fault
-every host is checked (``preflight``); the PD leader is asked live before
-each fault; a bandwidth fault samples PD's pending-peer regions until it is
-cleared. With ``dry_run`` nothing connects anywhere: ``apply`` raises
-``DryRun`` carrying the rendered commands.
+Faults are put in place over SSH on the hosts the plan names, scoped to the
+target's own flows (``wanbench.profiles.tidb.plan``), by the mechanism each
+host's kernel allows (a capability probe per host: tc for rate caps, tc netem
+for delay and loss, nft for loss where the kernel has no netem; delay without
+netem stops before anything is applied). Before the first fault every host is
+checked (``preflight``); the PD leader is asked live before each fault; the
+rules are read back on every host and, where the workload's own flows cross
+them, measured on the wire (``wire``); a bandwidth fault samples PD's
+pending-peer regions until it is cleared. With ``dry_run`` nothing connects
+anywhere: ``apply`` raises ``DryRun`` carrying the rendered commands.
 
-It offers outages over SSH (``TidbClusterOutages``, ``outages.py``) and its
-Prometheus as the evidence source (``wanbench.profiles.capabilities``); no
+It offers outages over SSH (``TidbClusterOutages``, ``outages.py``) and, as
+the evidence source (``wanbench.profiles.capabilities``), its Prometheus and
+the census counters of every tidb-server's own ``/metrics``; no
 replica that acknowledges commits (TiKV's Raft followers cannot be read
 apart). ``open_tidb`` opens it for a session (``wanbench.profiles.registry``).
 """
@@ -29,6 +34,7 @@ from wanbench.faults.base import Evidence, Fault, FaultKind
 from wanbench.faults.deadman import DEFAULT_LEASE_S, RunInfo
 from wanbench.faults.lease import LeaseKeeper
 from wanbench.faults.outage import Outage, OutageKind
+from wanbench.faults.probe import Capabilities, probe
 from wanbench.profiles.base import ClusterSetup, DryRun, SqlTarget, client_facts
 from wanbench.profiles.capabilities import EVIDENCE, OUTAGES, Offers
 from wanbench.profiles.tidb.facts import collect_facts
@@ -38,21 +44,30 @@ from wanbench.profiles.tidb.pd import LeaderDiscovery, PDClient, PendingPeerSamp
 from wanbench.profiles.tidb.plan import FaultPlan, plan_fault, render_dry_run
 from wanbench.profiles.tidb.preflight import PreflightReport, preflight, resolve_interfaces, ssh_executors
 from wanbench.profiles.tidb.tcplan import (
+    FilterKey,
+    choose_mechanisms,
+    fault_mechanisms,
     installed_filters,
-    matches_by_interface,
-    planned_filters,
+    installed_nft,
     ssh_bypass_ports,
-    tc_mechanisms,
     tc_renderer,
 )
 from wanbench.profiles.tidb.views import pd_client_urls, sql_endpoints, workload_settings
+from wanbench.profiles.tidb.wire import verify_on_wire
 from wanbench.topology import LoadHost, Scenario, Topology, parse_load_hosts
 
 if TYPE_CHECKING:
     from wanbench.heartbeat import RowSource
 
-#: what the evidence says when the cluster has no Prometheus to ask
+#: what the evidence says when the cluster has no Prometheus to ask (and no tidb-server's /metrics answers)
 NO_PROMETHEUS = "evidence: the topology has no Prometheus and --prometheus is not given: no server-side evidence"
+#: how long the session watches the tidb-servers do their own work before the first cell
+BACKGROUND_S = 5.0
+
+
+def tidb_status_urls(topology: Topology) -> list[str]:
+    """Every tidb-server's status port (``/metrics``), from the topology."""
+    return [f"http://{c.host}:{c.ports[1]}" for c in topology.by_role("tidb") if len(c.ports) > 1]
 
 
 @dataclasses.dataclass
@@ -101,12 +116,15 @@ class TidbCluster:
         self.run = RunInfo.current()
         self._executors: dict[str, Executor] | None = dict(executors) if executors is not None else None
         self._preflight: PreflightReport | None = None
+        self._caps: dict[str, Capabilities] = {}
         self._plans: dict[Fault, tuple[FaultPlan, LeaderDiscovery | None]] = {}
         self._active: dict[Fault, _Active] = {}
         self.last_discovery: LeaderDiscovery | None = None
         self.offers = (Offers()
                        .add(OUTAGES, TidbClusterOutages(self))
-                       .add(EVIDENCE, TidbPrometheus(find_prometheus(topology, prometheus), why_none=NO_PROMETHEUS)))
+                       .add(EVIDENCE, TidbPrometheus(find_prometheus(topology, prometheus), why_none=NO_PROMETHEUS,
+                                                     status_urls=tidb_status_urls(topology),
+                                                     background_s=BACKGROUND_S)))
 
     # -- hosts -----------------------------------------------------------------------------------------
     @property
@@ -122,6 +140,14 @@ class TidbCluster:
         if self._preflight is None:
             self._preflight = preflight(self.topology, self.executors)
         return self._preflight
+
+    def capabilities(self, hosts: list[str]) -> dict[str, Capabilities]:
+        """What each host's kernel and tools can do (``faults.probe``: tried on throwaway objects), probed
+        once per host and session."""
+        for host in hosts:
+            if host not in self._caps:
+                self._caps[host] = probe(self.executors[host])
+        return {h: self._caps[h] for h in hosts}
 
     # -- connections ----------------------------------------------------------------------------------
     def client_cpus(self) -> tuple[int, ...]:
@@ -182,41 +208,58 @@ class TidbCluster:
             if execs is not self._executors:
                 for ex in execs.values():
                     ex.close()
-        return render_dry_run(plan, commands=tc_renderer(ssh_ports=ports), ssh_user=self.settings.ssh_user)
+        return render_dry_run(plan, commands=tc_renderer(ssh_ports=ports, run=self.run),
+                              ssh_user=self.settings.ssh_user)
 
     def apply(self, fault: Fault, *, expected_duration_s: float) -> Evidence:
         plan, found = self._plans[fault]
         if self.dry_run:
             raise DryRun(self.dry_run_text(fault))
         self.preflight()
+        caps = self.capabilities([hp.host for hp in plan.hosts])
+        chosen = choose_mechanisms(plan, caps, fault.level)  # a host that cannot take it: stop before any change
         interfaces = resolve_interfaces(plan, self.executors)
-        mechs = tc_mechanisms(plan, self.executors, interfaces, run=self.run, state_dir_for=self.state_dir_for,
-                              keeper=self.leases)
+        mechs = fault_mechanisms(plan, self.executors, interfaces, chosen=chosen, capabilities=caps, run=self.run,
+                                 state_dir_for=self.state_dir_for, keeper=self.leases)
         active = _Active(plan, [], found)
         self._active[fault] = active
+        notes = list(self._notes(plan, found))
         try:
             applied = []
             for mech in mechs:
                 active.mechanisms.append(mech)
                 applied.append(mech.apply(fault, deadline_s=expected_duration_s + self.grace_s))
-            checks = self._verify(plan, interfaces, present=True)
+            checks = self._verify(mechs, present=True)
+            wire = verify_on_wire(plan, fault.level, mechs, self._sql_target, load_hosts=bool(self.load_hosts))
             self.leases.check()  # still held after verifying (not lost while the runner was stopped)
             if fault.level.kind is FaultKind.RATE:
-                active.sampler = PendingPeerSampler(
-                    PDClient(pd_client_urls(self.topology, self.pd_url)), interval=self.pending_interval_s)
-                active.sampler.start()
+                active.sampler = self.pending_sampler()
+                if active.sampler is None:
+                    notes.append("no PD in the topology and no pd_url: pending-peer regions not sampled")
+                else:
+                    active.sampler.start()
         except BaseException:
             self._clear_mechs(fault, active)
             raise
         return Evidence(
-            mechanism="tc",
+            mechanism="+".join(sorted(set(chosen.values()))),
             applied=tuple(f"[{m.ex.host} {m.interface}] {line}" for m, ev in zip(mechs, applied, strict=True)
                           for line in ev.applied),
-            measured={"plan": plan.to_json(), "filters": checks,
+            measured={"plan": plan.to_json(), "mechanisms": chosen, "filters": checks, "wire": wire,
                       "pd_leader": found.to_json() if found else None},
             verified=True,
-            notes=self._notes(plan, found),
+            notes=tuple(notes),
         )
+
+    def pending_sampler(self) -> PendingPeerSampler | None:
+        """What samples PD's pending-peer regions during a bandwidth fault; None without a PD to ask (an
+        observation, not a precondition: the fault goes on without it)."""
+        urls = pd_client_urls(self.topology, self.pd_url)
+        return PendingPeerSampler(PDClient(urls), interval=self.pending_interval_s) if urls else None
+
+    def _sql_target(self, host: str, port: int) -> SqlTarget:
+        return SqlTarget(host, port, self.settings.sql_user, self.settings.password(),
+                         connect_timeout=self.settings.connect_timeout)
 
     def _notes(self, plan: FaultPlan, found: LeaderDiscovery | None) -> tuple[str, ...]:
         notes = list(plan.notes)
@@ -229,32 +272,38 @@ class TidbCluster:
             notes.append(f"PD leader moved since the topology file: {found.previous} -> {found.leader.address}")
         return tuple(notes)
 
-    def _verify(self, plan: FaultPlan, interfaces: Mapping[str, Mapping[str, str]], *, present: bool
-                ) -> dict[str, Any]:
-        """Read the rules back with ``tc`` on every host and compare with the plan."""
+    def _verify(self, mechs: list[Any], *, present: bool) -> dict[str, Any]:
+        """Read the rules back on every host (``tc``, or ``nft`` for an nft table) and compare with the plan."""
         out: dict[str, Any] = {}
-        for hp in plan.hosts:
-            for dev, matches in matches_by_interface(hp, interfaces[hp.host]).items():
-                root, shaped, bypass = installed_filters(self.executors[hp.host], dev)
-                want = planned_filters(matches) if present else set()
-                ok = shaped == want and (not present or hp.ssh_port in bypass)
-                out[f"{hp.host} {dev}"] = {"root": root, "filters": len(shaped), "expected": len(want), "ok": ok}
-                if not ok:
-                    extra = sorted(map(str, shaped - want))[:5]
-                    missing = sorted(map(str, want - shaped))[:5]
-                    state = "in place" if present else "gone"
-                    raise FaultVerificationError(
-                        hp.host, f"tc rules on {dev} are not as planned ({state} expected): "
-                                 f"extra {extra}, missing {missing}, SSH bypass {sorted(bypass)}")
+        for mech in mechs:
+            host, dev = mech.ex.host, mech.interface
+            want: set[FilterKey] = {_planned(p) for p in mech.peers} if present else set()
+            if mech.name == "nft":
+                there, shaped, bypass = installed_nft(mech.ex, mech.table)
+                root = mech.table if there else None
+                gone = not there
+            else:
+                root, shaped, bypass = installed_filters(mech.ex, dev)
+                gone = not shaped
+            ok = shaped == want and (self.settings.ssh_port_of(host) in bypass if present else gone)
+            out[f"{host} {dev}"] = {"mechanism": mech.name, "root": root, "filters": len(shaped),
+                                    "expected": len(want), "ok": ok}
+            if not ok:
+                extra = sorted(map(str, shaped - want))[:5]
+                missing = sorted(map(str, want - shaped))[:5]
+                state = "in place" if present else "gone"
+                raise FaultVerificationError(
+                    host, f"{mech.name} rules on {dev} are not as planned ({state} expected): "
+                          f"extra {extra}, missing {missing}, SSH bypass {sorted(bypass)}")
         return out
 
     def clear(self, fault: Fault, evidence: Evidence) -> Evidence:
         active = self._active.get(fault)
         if active is None:
             return evidence
+        mechs = list(active.mechanisms)
         summary = self._clear_mechs(fault, active)
-        interfaces = resolve_interfaces(active.plan, self.executors)
-        self._verify(active.plan, interfaces, present=False)
+        self._verify(mechs, present=False)
         measured = dict(evidence.measured)
         if summary is not None:
             measured["pending_peers"] = summary
@@ -266,13 +315,13 @@ class TidbCluster:
         active = self._active[fault]
         for mech in active.mechanisms:
             mech.clear(fault)
-        self._verify(active.plan, resolve_interfaces(active.plan, self.executors), present=False)
+        self._verify(active.mechanisms, present=False)
 
     def resume(self, fault: Fault, *, expected_duration_s: float) -> None:
         active = self._active[fault]
         for mech in active.mechanisms:
             mech.apply(fault, deadline_s=expected_duration_s + self.grace_s)
-        self._verify(active.plan, resolve_interfaces(active.plan, self.executors), present=True)
+        self._verify(active.mechanisms, present=True)
 
     def _clear_mechs(self, fault: Fault, active: _Active) -> dict[str, Any] | None:
         summary = None
@@ -291,18 +340,24 @@ class TidbCluster:
         return summary
 
     def sweep(self) -> list[str]:
-        """Remove wanbench qdiscs and dead-man state that dead runs left on any host of the cluster."""
+        """Remove wanbench qdiscs, nft tables (loss, partitions) and dead-man state that dead runs left on
+        any host of the cluster."""
         if self.dry_run:
             return []
+        from wanbench.faults.nft import NftMechanism
         from wanbench.faults.tc import PeerMatch, TcMechanism
 
         self.preflight()
         removed: list[str] = []
+        caps = self.capabilities(sorted(self.executors))
         for host, ex in self.executors.items():
             extra: dict[str, Any] = {"state_dir": self.state_dir_for(host)} if self.state_dir_for else {}
-            mech = TcMechanism(ex, "lo", [PeerMatch(port=9)], run=self.run,
-                               ssh_ports=(self.settings.ssh_port_of(host),), **extra)
-            removed += mech.sweep()
+            ssh = (self.settings.ssh_port_of(host),)
+            for mech in (TcMechanism(ex, "lo", [PeerMatch(port=9)], run=self.run, ssh_ports=ssh,
+                                     capabilities=caps[host], **extra),
+                         NftMechanism(ex, [PeerMatch(port=9)], run=self.run, ssh_ports=ssh, capabilities=caps[host],
+                                      **extra)):
+                removed += mech.sweep()
         return removed
 
     def start_watchdog(self) -> None:
@@ -321,12 +376,19 @@ class TidbCluster:
             "topology_version": self.topology.version,
             "topology_shape": self.topology.shape(),
             "client": client_facts(),
-            "mechanisms": {"delay": "tc netem", "rate": "tc htb", "loss": "tc netem"},
+            # what each faulted host's probe allows decides, per fault (its evidence: measured.mechanisms)
+            "mechanisms": {"delay": "tc netem (a host without sch_netem is refused)", "rate": "tc htb",
+                           "loss": "tc netem, else nft (numgen)"},
             "endpoints": {p: [f"{h}:{port}" for h, port in sql_endpoints(self.topology, p)]
                           for p in ("proxy", "direct")},
             "dry_run": self.dry_run,
         }
         if self.dry_run:
+            # Every run context names the versions (the gate fingerprints the run when the session opens,
+            # before any cell's fault prints its plan). A dry run asks no server: the versions are what
+            # the cluster file says, and say so; nothing of a dry run is measured, judged or stored.
+            ctx["versions"] = {"tidb": self.topology.version or "unknown",
+                               "source": "the cluster file (--dry-run asks no server)"}
             return ctx
         self.preflight()
         _, found = self._live_topology()
@@ -355,6 +417,11 @@ class TidbCluster:
         if self._executors is not None:
             for ex in self._executors.values():
                 ex.close()
+
+
+def _planned(peer: Any) -> FilterKey:
+    """The (dst, sport, dport) a directed peer's rule matches (``tcplan.DirectedPeer``)."""
+    return (peer.ip, peer.port if peer.direction == "sport" else None, peer.port if peer.direction == "dport" else None)
 
 
 class TidbClusterOutages:
