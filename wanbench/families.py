@@ -168,6 +168,7 @@ BUILT_IN: tuple[str, ...] = (
     "wanbench.workloads.tables",  # sysbench
     "wanbench.workloads.tpcc",
     "wanbench.workloads.ycsb_stats",  # ycsb
+    "wanbench.workloads.tpch_engine",  # tpch
     "wanbench.heartbeat_numbers",  # availability
 )
 
