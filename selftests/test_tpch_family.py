@@ -87,3 +87,18 @@ def test_under_a_cap_each_query_gets_the_time_its_bytes_take_through_it() -> Non
     (_, plain) = tpch_summary([_cell(level={"kind": "none", "value": 0, "label": "-"})])
     assert "predicted" not in plain.title
     assert [c.strip() for c in plain.lines[0].split("|")[1:-1]] == ["query", "rows", "result bytes", "measured s"]
+
+
+def test_the_census_counts_bytes_per_query_at_any_pace() -> None:
+    """At SF 1 a query takes seconds to minutes: far below one operation a second, where rates
+    would be noise, but the windows' counter totals divided by the queries are exact."""
+    from wanbench.census import census_of
+
+    cell = {**_cell(level={"kind": "none", "value": 0, "label": "-"}),
+            "rounds": [{"seconds": 735.0, "queries": 22, "qps": 22 / 735.0, "latency_ms": {}}],
+            "extra": {"evidence": {"windows": 1, "counters": {"primary": {"Bytes_sent": 700000.0,
+                                                                         "Bytes_received": 109556.0}}}}}
+    metrics = census_of(cell)["metrics"]
+    assert metrics["bytes_per_op.primary"]["value"] == pytest.approx(36798.0)
+    cell["extra"]["evidence"]["windows"] = 0  # no exact totals: the rates are not kept
+    assert "bytes_per_op.primary" not in census_of(cell)["metrics"]
