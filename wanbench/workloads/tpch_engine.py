@@ -242,6 +242,7 @@ def cell_rows(cells: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             continue
         extra = c.get("workload_extra") or {}
         checks = extra.get("checks") or []
+        census = (c.get("census") or {}).get("metrics") or {}
         rows.append({
             "test_id": c["test_id"], "scenario": c.get("scenario"), "level": (c.get("level") or {}).get("label"),
             "scale_factor": extra.get("scale_factor"), "seed": extra.get("seed"), "rounds": len(c.get("rounds") or ()),
@@ -252,6 +253,10 @@ def cell_rows(cells: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             "queries_failed": sorted({q["query"] for r in extra.get("failed") or () for q in r},
                                      key=lambda n: int(n)),
             "result_bytes_per_round": _median(extra.get("bytes_received") or ()),
+            # the census (wanbench.census): bytes per query by server (exact counters) and by link (sockets)
+            "bytes_per_query": {k.split(".", 1)[1]: m.get("value") for k, m in census.items()
+                                if k.startswith("bytes_per_op.")},
+            "link_bytes_per_query": dict((c.get("census") or {}).get("link_bytes_per_op") or {}),
         })
     return rows
 
@@ -265,6 +270,12 @@ def _f(v: Any, spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
 
+def _census_bytes(row: Mapping[str, Any]) -> str:
+    servers = ", ".join(f"{k} {v:.0f}" for k, v in sorted(row["bytes_per_query"].items()) if v is not None)
+    links = ", ".join(f"{k} {v:.0f}" for k, v in sorted(row["link_bytes_per_query"].items()) if v)
+    return "; ".join(p for p in (servers, links) if p) or "-"
+
+
 def tpch_summary(cells: Sequence[Mapping[str, Any]]) -> list[Section]:
     """The cells' power, queries per hour and answers; per cell each query's
     rows, result bytes and time, and under a rate cap the time its bytes
@@ -273,12 +284,12 @@ def tpch_summary(cells: Sequence[Mapping[str, Any]]) -> list[Section]:
     if not rows:
         return []
     head = ["cell", "SF", "params", "rounds", "power (queries only)", "queries/h", "geomean ms", "answers",
-            "failed"]
+            "failed", "census bytes/query: servers (exact); links (sockets)"]
     table = [[r["test_id"], _f(r["scale_factor"], "g"), "validation" if r["seed"] is None else f"seed {r['seed']}",
               str(r["rounds"]), _f(r["power"], ".1f"), _f(r["queries_per_hour"], ".0f"), _f(r["geomean_ms"], ".2f"),
               f"{r['answers_checked'] - len(r['answers_wrong'])}/{r['answers_checked']} right"
               + (f" (wrong: {', '.join(r['answers_wrong'])})" if r["answers_wrong"] else ""),
-              ", ".join(f"Q{n}" for n in r["queries_failed"]) or "-"] for r in rows]
+              ", ".join(f"Q{n}" for n in r["queries_failed"]) or "-", _census_bytes(r)] for r in rows]
     out = [Section("wanbench tpch: power (queries only), queries per hour, answers checked by DuckDB",
                    tuple(text_table(head, table, right=range(3, 7))))]
     by_cell: dict[str, list[dict[str, Any]]] = {}
