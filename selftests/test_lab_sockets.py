@@ -7,7 +7,8 @@ from pathlib import Path
 
 from wanbench.profiles.base import Credentials
 from wanbench.profiles.lab.layout import MAX_SOCKET_PATH, socket_path
-from wanbench.profiles.lab.mariadb import LabMariadb
+from wanbench.profiles.lab.mariadb import LabMariadb, socket_of
+from wanbench.profiles.lab.servers import Lab
 
 
 def test_a_short_path_is_kept_and_a_long_one_gets_a_stable_stand_in(tmp_path: Path) -> None:
@@ -30,3 +31,16 @@ def test_the_two_servers_of_a_deep_lab_get_sockets_of_their_own(tmp_path: Path) 
     assert primary != replica
     assert all(len(str(p)) <= MAX_SOCKET_PATH for p in (primary, replica))
     assert servers.paths("primary")["data"].is_relative_to(deep)  # only the socket moves
+
+
+def test_down_removes_a_stand_in_left_by_a_killed_server_even_before_set_up(tmp_path: Path) -> None:
+    """``lab down`` knows the sockets without the lab's credentials (a lab killed mid-start has none)."""
+    deep = tmp_path.joinpath(*["a-long-directory-name"] * 6)
+    deep.mkdir(parents=True)
+    stale = socket_of(deep, "primary")
+    stale.touch()  # what kill -9 of mariadbd leaves
+    try:
+        Lab(deep, 24990).down()
+        assert not stale.exists()
+    finally:
+        stale.unlink(missing_ok=True)

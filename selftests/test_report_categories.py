@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from selftests.gate_context import CTX
+from wanbench import families
 from wanbench.gate import integrity, outcome
 from wanbench.gate.baseline import BaselineStore, Fingerprint
 from wanbench.gate.budgets import Budgets, CellKey
@@ -54,6 +55,8 @@ CASES: list[tuple[str, tuple[str, ...], str]] = [
     (BROKEN, (integrity.LOST_WRITES,), "broken"),
     (BROKEN, (integrity.TPCC_CONSISTENCY,), "broken"),
     (BROKEN, (integrity.YCSB_CORRECTNESS, integrity.LOST_WRITES), "broken"),
+    # every family's integrity code, whatever families there are (wanbench.families)
+    *((BROKEN, (f.integrity.code,), "broken") for f in families.families() if f.integrity is not None),
     (INCONCLUSIVE, (o.R_CLIENT_SATURATED, o.R_BEYOND, o.R_WITHIN), "inconclusive-client-saturated"),
     (INCONCLUSIVE, (o.R_NO_ROUNDS,), "inconclusive-nothing-measured"),
     (INCONCLUSIVE, (o.R_ZERO_REFERENCE,), "inconclusive-nothing-measured"),
@@ -74,7 +77,7 @@ KEY = CellKey("rtt", "replica_write", "50ms", 10, "primary", "probe_write")
 
 def test_every_status_and_every_reason_code_is_classified() -> None:
     codes = {v for k, v in vars(outcome).items() if k.startswith("R_") and isinstance(v, str)}
-    codes |= {integrity.LOST_WRITES, integrity.TPCC_CONSISTENCY, integrity.YCSB_CORRECTNESS}
+    codes |= {f.integrity.code for f in families.families() if f.integrity is not None}  # every family's
     assert codes - {r for _s, reasons, _c in CASES for r in reasons} == set()
     assert {s for s, _r, _c in CASES} == set(PRIORITY)
     assert {s for c in VERDICT_CATEGORIES for s in c.statuses} == set(PRIORITY)

@@ -1,6 +1,6 @@
 """The TiDB profile end to end, on a live tidb-server (issue #30, item 4).
 
-One namespace host ``wblive-h1`` (198.18.66.0/24) with its own sshd runs a
+One namespace host ``wb<pid>-h1`` (198.18.66.0/24; a killed run's is swept by the next) with its own sshd runs a
 real tidb-server (``bin/tidb-server``, built by ``scripts/setup --tidb``;
 storage in-process) bound to the host's address, and, because a tiup
 topology has a PD and the profile asks it who leads, a PD stand-in that
@@ -59,7 +59,6 @@ from wanbench.wait import wait_for
 pytestmark = [pytest.mark.netns, pytest.mark.slow]
 
 OCTET = 66  # 198.18.66.0/24: this module's range (test_tidb_netns.py has 64, the fault tests 100+)
-PREFIX = "wblive"
 PASSWORD_ENV = "WBLIVE_TIDB_PASSWORD"
 SQL_USER = "bench"
 TIDB_PORT, STATUS_PORT, PD_PORT = 4000, 10080, 2379
@@ -214,10 +213,12 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     workdir = tmp_path_factory.mktemp("wblive")
     procs: dict[str, subprocess.Popen[bytes]] = {}
     with pytest.MonkeyPatch.context() as mp:
+        netns.sweep_stale_networks()  # a killed earlier run's network holds this range until swept
         used = netns._sh("ip", "-o", "-4", "addr", "show").stdout
         assert f" 198.18.{OCTET}." not in used, f"198.18.{OCTET}.0/24 is already in use on this machine"
         mp.setattr(netns, "_free_octet", lambda start, net="198.18": OCTET)
-        with NetnsNetwork(workdir / "net", hosts=1, prefix=PREFIX, private_run=True) as net:
+        # named after this process (wb<pid>-h1), so that a killed run's network is swept by the next
+        with NetnsNetwork(workdir / "net", hosts=1, private_run=True) as net:
             try:
                 h = net.host("h1")
                 (workdir / "tidb").mkdir()

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from wanbench import families
+
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 
@@ -28,6 +30,13 @@ def test_the_wheel_runs_from_an_empty_directory(tmp_path: Path) -> None:
     assert "wanbench/pytest_plugin/__init__.py" in names
     assert "wanbench/suite/rtt/test_rtt.py" in names
     assert {f"wanbench/workloads/tpch_sql/q{n:02d}.sql" for n in range(1, 23)} <= set(names)  # package data
+    for fam in families.families():  # every family's contract: its files, its fixtures, its module
+        for glob in fam.package_data:
+            wanted = {f"wanbench/{p.relative_to(ROOT / 'wanbench').as_posix()}" for p in (ROOT / "wanbench").glob(glob)}
+            assert wanted, f"{fam.name}: {glob} matches no file"
+            assert wanted <= set(names), f"{fam.name}: {sorted(wanted - set(names))} not in the wheel"
+        if fam.fixtures:
+            assert f"{fam.fixtures.replace('.', '/')}.py" in names, fam.fixtures
     subprocess.run([*pip, "install", "--no-deps", "--target", str(site), str(wheel)], check=True, timeout=300)
     env = {**os.environ, "PYTHONPATH": str(site)}
     where = subprocess.run([sys.executable, "-c", "import wanbench.fixtures, wanbench.suite as s;"

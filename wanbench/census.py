@@ -35,7 +35,8 @@ queues or each connection's own set-up take over, the value is reported with
 why it is not a count (``"count": false``) and never gated.
 
 An *operation* is a sysbench event: one statement for the probes, one
-transaction for sysbench OLTP and TPC-C, one operation for YCSB. The gate
+transaction for sysbench OLTP and TPC-C, one operation for YCSB; one query
+for TPC-H (its rounds' QPS, where they have no TPS). The gate
 compares each metric with the accepted runs of the same cell in the metric's
 own unit (``census`` checks of the budget file, ``wanbench.gate.census_checks``):
 one run decides.
@@ -107,7 +108,8 @@ CONNECTION_BORNE = ("bytes_per_op", "statements")
 REPLICA_BATCH = 64
 REPLICA_BATCHED = ("handler_calls", "rows_read", "rows_written")
 MIN_REPLICA_BATCHES = 5
-#: below this many operations per second the per-operation rates are not worth keeping
+#: below this many operations per second the per-operation rates are not worth keeping (counter totals over
+#: the windows, divided by the operations in them, are exact at any pace: a TPC-H query at SF 1 takes 30 s)
 MIN_OPS_PER_S = 1.0
 
 
@@ -156,6 +158,12 @@ def _per_op(ev: Mapping[str, Any], cell: Mapping[str, Any]) -> tuple[Mapping[str
     if isinstance(totals, Mapping) and totals and ev.get("windows") == rounds and events > 0:
         return totals, events
     return ev.get("counters_per_s") or {}, ops_per_s(cell)
+
+
+def _exact_totals(ev: Mapping[str, Any], cell: Mapping[str, Any]) -> bool:
+    """Every measured round has its window's counter totals (``_per_op`` divides totals, not rates)."""
+    events, _seconds, rounds = operations(cell)
+    return bool(ev.get("counters")) and ev.get("windows") == rounds and events > 0
 
 
 def mean_latency_ms(cell: Mapping[str, Any]) -> float:
@@ -379,7 +387,7 @@ def census_of(cell: Mapping[str, Any], level0: Mapping[str, Any] | None = None,
             if prediction:
                 out["prediction"] = prediction
     ev = (cell.get("extra") or {}).get("evidence") or {}
-    if math.isfinite(ops) and ops >= MIN_OPS_PER_S and isinstance(ev, Mapping):
+    if math.isfinite(ops) and isinstance(ev, Mapping) and (ops >= MIN_OPS_PER_S or _exact_totals(ev, cell)):
         links = {}
         for link, rates in sorted((ev.get("links") or {}).items()):
             total = _f(rates.get("in_bytes_per_s")) + _f(rates.get("out_bytes_per_s"))

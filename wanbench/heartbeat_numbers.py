@@ -10,6 +10,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from wanbench.families import OUTAGE, Family, Integrity, Metric, Section
+from wanbench.gate.integrity import LOST_WRITES
 from wanbench.heartbeat import FAILED, OK, OUTCOMES, SKIPPED, UNKNOWN, Attempt, Heartbeat
 
 # -- the numbers -------------------------------------------------------------------------------------------------
@@ -127,3 +129,59 @@ def summary_line(label: str, s: Mapping[str, Any]) -> str:
                  + (f" / {c.get(SKIPPED)} skipped" if c.get(SKIPPED) else "")
                  + f", {s.get('over_slo', 0)} over SLO {s['config']['slo_s']:g} s")
     return "; ".join(parts)
+
+
+# -- the availability family -------------------------------------------------------------------------------------
+
+
+def _heartbeat(cell: Mapping[str, Any]) -> Mapping[str, Any]:
+    hb = (cell.get("extra") or {}).get("heartbeat")
+    return hb if isinstance(hb, Mapping) else {}
+
+
+def heartbeat_samples(cell: Mapping[str, Any]) -> dict[str, list[float]]:
+    """RTO and recovery: one heartbeat per cell, one sample each."""
+    hb = _heartbeat(cell)
+    out: dict[str, list[float]] = {}
+    for metric in ("rto_s", "recovery_s"):
+        v = hb.get(metric)
+        if v is not None and math.isfinite(float(v)):
+            out[metric] = [float(v)]
+    return out
+
+
+def lost_writes(cell: Mapping[str, Any]) -> str | None:
+    """Acknowledged heartbeat writes missing after recovery, named with when they were sent."""
+    hb = _heartbeat(cell)
+    lost = int(hb.get("lost_writes", 0) or 0)
+    if not lost:
+        return None
+    where = "; ".join(
+        f"{c['source']}: {c['lost']} rows sent between {float(c['first_lost_at']):.2f} s and "
+        f"{float(c['last_lost_at']):.2f} s"
+        for c in hb.get("rpo", []) or []
+        if c.get("lost") and not c.get("during_fault")
+    )
+    label = str(cell.get("test_id") or "cell")
+    return f"{label}: {lost} acknowledged heartbeat writes are missing after recovery ({where})"
+
+
+def availability_summary(cells: Sequence[Mapping[str, Any]]) -> list[Section]:
+    lines = tuple(summary_line(f"{c['scenario']} {(c.get('level') or {}).get('label', '-')}", _heartbeat(c))
+                  for c in cells if _heartbeat(c))
+    return [Section("wanbench availability: RTO, recovery and lost writes per cell", lines)] if lines else []
+
+
+FAMILY = Family(
+    "availability",
+    "partition, pause or restart of one component under a heartbeat: RTO and RPO (tests/availability)",
+    OUTAGE,
+    fixtures="wanbench.fixtures.availability",
+    workloads=("*",),  # with --heartbeat, a heartbeat rides beside the cells of every family
+    metrics=(Metric("rto_s", False, "RTO", "s", seconds=True, allure=False),
+             Metric("recovery_s", False, "recovery", "s", seconds=True, allure=False)),
+    samples=heartbeat_samples,
+    integrity=Integrity(LOST_WRITES, failures=lost_writes),
+    load_hosts=True,  # it draws no load: nothing to skip
+    summary=availability_summary,
+)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from wanbench import families
 from wanbench.census import not_counts_of, values_of
 from wanbench.errors import ConfigError
 from wanbench.gate.budgets import CellKey
@@ -210,27 +211,13 @@ def reference_of(cell: CellResult | Mapping[str, Any]) -> Samples:
 
 
 def samples_of(cell: CellResult | Mapping[str, Any]) -> Samples:
-    """Per-round values by metric name: the raw material of every verdict."""
-    if isinstance(cell, CellResult):
-        rounds = [r.to_json() for r in cell.workload.rounds]
-        extra: Mapping[str, Any] = cell.workload.extra
-        heartbeat = cell.extra.get("heartbeat") or {}
-    else:
-        rounds = list(cell.get("rounds") or [])
-        extra = cell.get("workload_extra") or {}
-        heartbeat = (cell.get("extra") or {}).get("heartbeat") or {}
-    out = round_samples(rounds)
-    if "tpmc_rounds" in extra:
-        out["tpmc"] = _finite(list(extra["tpmc_rounds"]))
-    elif extra.get("tpmc") is not None:
-        out["tpmc"] = _finite([extra["tpmc"]])
-    for per_op in extra.get("per_op_rounds") or ():  # YCSB: one mapping per round
-        for op, v in per_op.items():
-            out.setdefault(f"ops.{op}", []).extend(_finite([v.get("ops")]))
-            out.setdefault(f"latency_ms.p99.{op}", []).extend(_finite([v.get("p99_ms")]))
-    for metric in ("rto_s", "recovery_s"):  # one heartbeat per cell: one sample
-        if heartbeat.get(metric) is not None:
-            out[metric] = _finite([heartbeat[metric]])
+    """Per-round values by metric name: the raw material of every verdict.
+    Every cell's (``round_samples``) and what the families that own the cell
+    read from it (``wanbench.families``: TPC-C's tpmC, YCSB's per operation,
+    a heartbeat's RTO, ...)."""
+    data = cell.to_json() if isinstance(cell, CellResult) else cell
+    out = round_samples(list(data.get("rounds") or []))
+    out.update(families.samples_of(data))
     return {k: v for k, v in out.items() if v}
 
 

@@ -18,15 +18,15 @@ from wanbench.faults.base import FAMILY_KIND, LEVEL0_LABELS, Level
 from wanbench.gate.budgets import (
     CENSUS_PREFIXES,
     CHECK_KINDS,
-    FAMILIES,
-    FAULT_FAMILIES,
     METRICS,
-    OUTAGE_FAMILIES,
     OUTAGE_LEVELS,
     SECONDS_METRICS,
     Budgets,
     GatePolicy,
     Rule,
+    all_families,
+    fault_families,
+    outage_families,
 )
 from wanbench.strictyaml import LineDict, LineList, load_yaml
 from wanbench.topology import Scenario, load_catalog
@@ -178,7 +178,7 @@ class _Validator:
         for kind in ("level0", "drop"):
             if not any(k == kind for k, *_ in checks):
                 continue
-            if families and not set(families) & set(FAULT_FAMILIES):
+            if families and not set(families) & set(fault_families()):
                 raise self.fail(
                     raw.lines[kind], f"a {kind} rule can never match: its families have no fault levels"
                 )
@@ -211,12 +211,12 @@ class _Validator:
     def check_families(self, selectors: Mapping[str, tuple[str, ...]], raw: LineDict) -> list[str]:
         pats = selectors.get("family")
         if pats is None:
-            return list(FAMILIES)
+            return list(all_families())
         found: list[str] = []
         for p in pats:
-            hit = fnmatch.filter(FAMILIES, p)
+            hit = fnmatch.filter(all_families(), p)
             if not hit:
-                known = ", ".join(FAMILIES)
+                known = ", ".join(all_families())
                 raise self.fail(
                     raw.lines["family"], f"unknown family {p!r}: the rule can never match (known: {known})"
                 )
@@ -229,8 +229,8 @@ class _Validator:
         pats = selectors.get("scenario")
         if pats is None or self.catalog is None:
             return
-        fault_families = [f for f in families if f in FAULT_FAMILIES + OUTAGE_FAMILIES]
-        if not fault_families:
+        faulted = [f for f in families if f in (*fault_families(), *outage_families())]
+        if not faulted:
             return  # workload families name their own scenarios (sysbench tests, tpcc)
         for p in pats:
             named = fnmatch.filter(list(self.catalog), p)
@@ -239,10 +239,10 @@ class _Validator:
                     raw.lines["scenario"],
                     f"unknown scenario {p!r} in catalog {self.catalog_name()} (known: {', '.join(self.catalog)})",
                 )
-            if not any(f in self.catalog[s].families for s in named for f in fault_families):
+            if not any(f in self.catalog[s].families for s in named for f in faulted):
                 raise self.fail(
                     raw.lines["scenario"],
-                    f"scenario {p!r} never runs in family {'/'.join(fault_families)}: the rule can never match",
+                    f"scenario {p!r} never runs in family {'/'.join(faulted)}: the rule can never match",
                 )
 
     def catalog_name(self) -> str:
@@ -252,14 +252,14 @@ class _Validator:
         pats = selectors.get("level")
         if pats is None or pats == ("*",):
             return
-        if "family" in raw and families and all(f in OUTAGE_FAMILIES for f in families):
+        if "family" in raw and families and all(f in outage_families() for f in families):
             for p in pats:
                 if not any(ch in p for ch in "*?[") and p not in OUTAGE_LEVELS:
                     raise self.fail(raw.lines["level"], f"outage {p!r} can never match an availability cell "
                                                             f"(known: {', '.join(OUTAGE_LEVELS)})")
             return
-        kinds = {FAMILY_KIND[f] for f in families if f in FAULT_FAMILIES}
-        if "family" not in raw or len(kinds) != 1 or any(f not in FAULT_FAMILIES for f in families):
+        kinds = {FAMILY_KIND[f] for f in families if f in fault_families()}
+        if "family" not in raw or len(kinds) != 1 or any(f not in fault_families() for f in families):
             raise self.fail(
                 raw.lines["level"], "a level selector needs one fault family (family: rtt, bandwidth or loss)"
             )

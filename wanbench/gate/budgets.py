@@ -37,37 +37,77 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-from collections.abc import Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from wanbench.faults.base import FAMILY_KIND, LEVEL0_LABELS, level0_label
-from wanbench.results import YCSB_OPS
+from wanbench import families
+from wanbench.faults.base import LEVEL0_LABELS, level0_label
 
-#: metric -> True when higher is better
-METRICS: Mapping[str, bool] = {
+#: every cell's metrics -> True when higher is better; each family adds its own (``wanbench.families``)
+BASE_METRICS: Mapping[str, bool] = {
     "qps": True,
     "tps": True,
-    "tpmc": True,
     "latency_ms.p50": False,
     "latency_ms.p95": False,
     "latency_ms.p99": False,
     "error_rate": False,
-    # YCSB, per operation: throughput (ops/s) and p99 of READ, UPDATE, ...
-    **{f"ops.{op}": True for op in YCSB_OPS},
-    **{f"latency_ms.p99.{op}": False for op in YCSB_OPS},
-    # availability heartbeat (wanbench.heartbeat), in seconds; absolute limits read "5s" or "500ms"
-    "rto_s": False,
-    "recovery_s": False,
 }
-#: metrics measured in seconds
-SECONDS_METRICS = ("rto_s", "recovery_s")
-#: families whose cells carry a fault level; the others are plain workloads
-FAULT_FAMILIES = tuple(FAMILY_KIND)
-WORKLOAD_FAMILIES = ("sysbench", "tpcc", "ycsb")
-#: families whose cells are labelled by an outage kind (partition, pause, restart) instead of a level
-OUTAGE_FAMILIES = ("availability",)
+
+
+class _Metrics(Mapping[str, bool]):
+    """metric -> True when higher is better: every cell's and every known family's (read when asked, so
+    a family a plugin registers later is in it)."""
+
+    def _table(self) -> dict[str, bool]:
+        return {**BASE_METRICS, **{m.name: m.higher_is_better for m in families.metrics().values()}}
+
+    def __getitem__(self, metric: str) -> bool:
+        return self._table()[metric]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+
+METRICS: Mapping[str, bool] = _Metrics()
+
+
+class _SecondsMetrics(Collection[str]):
+    """Metrics measured in seconds (absolute limits read ``5s`` or ``500ms``), from the families."""
+
+    def _names(self) -> list[str]:
+        return [m.name for m in families.metrics().values() if m.seconds]
+
+    def __contains__(self, metric: object) -> bool:
+        return metric in self._names()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names())
+
+    def __len__(self) -> int:
+        return len(self._names())
+
+
+SECONDS_METRICS: Collection[str] = _SecondsMetrics()
 OUTAGE_LEVELS = ("partition", "pause", "restart")
-FAMILIES = FAULT_FAMILIES + WORKLOAD_FAMILIES + OUTAGE_FAMILIES
+
+
+def fault_families() -> tuple[str, ...]:
+    """Families whose cells carry a fault level; the others are plain workloads or outages."""
+    return families.names(families.FAULT)
+
+
+def outage_families() -> tuple[str, ...]:
+    """Families whose cells are labelled by an outage kind (partition, pause, restart) instead of a level."""
+    return families.names(families.OUTAGE)
+
+
+def all_families() -> tuple[str, ...]:
+    return fault_families() + families.names(families.WORKLOAD) + outage_families()
+
+
 CHECK_KINDS = ("baseline", "drop", "level0", "absolute", "census")
 #: census metrics (``wanbench.census``), by first name part: a census rule's keys are
 #: glob patterns over these (``round_trips``, ``bytes_per_op.*``, ``work.*.statements``)

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from wanbench.families import fixture_modules
 from wanbench.pytest_plugin.families import families_of
 
 pytest_plugins = [
@@ -43,15 +44,13 @@ pytest_plugins = [
     "wanbench.fixtures.evidence",
     "wanbench.fixtures.workloads",
     "wanbench.fixtures.results",
-    # the families (one module each: its matrix, fixtures, tables and summary)
-    "wanbench.fixtures.sysbench",
-    "wanbench.fixtures.tpcc",
-    "wanbench.fixtures.ycsb",
-    "wanbench.fixtures.availability",
+    # the families' fixture modules (one each: its matrix and fixtures), as the family registry names
+    # them (``Family.fixtures``, wanbench/families.py)
+    *fixture_modules(),
 ]
 
 #: marker name -> description: the self-tests' markers. With the families' (``families_of``: the
-#: built-in ``FAMILIES`` and the ``pytest_wanbench_families`` hook's), the only place markers are
+#: family registry's and the ``pytest_wanbench_families`` hook's), the only place markers are
 #: registered (``pytest.ini`` lists none), so the list cannot drift.
 MARKERS = {
     "lab": "self-test that starts real lab servers (MariaDB, HAProxy, Toxiproxy)",

@@ -26,14 +26,21 @@ def pytest_wanbench_cell_recorded(request: pytest.FixtureRequest, cell: Any) -> 
 @pytest.hookspec
 def pytest_wanbench_result_tables(cells: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Tables for the results JSON (``tables``), by name, from the session's
-    cells (their JSON): e.g. ``{"tpcc": [row, ...]}``. Return None when this
-    family has none. A table that raises is kept as its error, never at the
-    cost of the results file."""
+    cells (their JSON): e.g. ``{"ping": [row, ...]}``, beside those of the
+    registered families (``Family.tables``). Return None when this plugin
+    has none. A table that raises is kept as its error, never at the cost of
+    the results file."""
 
 
 @pytest.hookspec
-def pytest_wanbench_families() -> dict[str, str] | None:
-    """Performance families this plugin adds: marker name -> description.
-    Their tests are measured cells (counted by the progress lines, scheduled
-    by scenario over several clusters, refused under xdist on one cluster)
-    and their markers are registered for ``--strict-markers``."""
+def pytest_wanbench_families() -> Any:
+    """Performance families this plugin adds: ``wanbench.families.Family``
+    objects (one, or an iterable of them), each the family's whole contract
+    (marker, metrics and per-round samples, integrity checks, fingerprint,
+    load hosts, results tables, terminal summary), registered for the session
+    and read like the built-in ones by the gate, the results JSON and Allure.
+    The older form, a mapping of marker name -> description, adds a marker
+    and nothing else. Either way its tests are measured cells (counted by the
+    progress lines, scheduled by scenario over several clusters, refused
+    under xdist on one cluster) and its markers are registered for
+    ``--strict-markers``."""

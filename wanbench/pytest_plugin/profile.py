@@ -13,15 +13,13 @@ from dataclasses import dataclass
 
 import pytest
 
+from wanbench import families
 from wanbench.errors import ConfigError
-from wanbench.faults.base import FAMILY_KIND
 from wanbench.profiles.capabilities import by_name
 from wanbench.profiles.registry import opener_of
 from wanbench.pytest_plugin.families import family_marker
 from wanbench.pytest_plugin.scaleout import plan_of
 from wanbench.topology import Scenario, Topology, load_catalog, load_unavailable
-
-FAULT_FAMILIES = tuple(FAMILY_KIND)
 
 
 @dataclass(frozen=True)
@@ -78,7 +76,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def family_of(node: pytest.Item | pytest.Function) -> str | None:
     """The fault family a test belongs to, from its marker."""
-    return next((name for name in FAULT_FAMILIES if node.get_closest_marker(name)), None)
+    return next((name for name in families.names(families.FAULT) if node.get_closest_marker(name)), None)
 
 
 XDIST_REFUSAL = ("performance tests must not run under pytest-xdist (-n): numbers measured while other "
@@ -91,21 +89,18 @@ def _is_cell(item: pytest.Item) -> bool:
     return family_marker(item) is not None
 
 
-#: families whose load generator cannot run on load hosts (yet): skipped with --load-hosts
-LOCAL_ONLY_FAMILIES = ("tpcc", "ycsb")
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """-n with one cluster: every performance test of the worker errors with
     the reason, before any fixture (no lab, no fault). A usage error raised
     here, in a worker's collection, ends in an xdist internal error that
-    hides the message. With load hosts, families that cannot use them are
-    skipped, saying why."""
+    hides the message. With load hosts, the cells of families that cannot
+    use them (``Family.load_hosts``) are skipped, saying why."""
     if load_hosts_of(config):
         for item in items:
-            family = next((m for m in LOCAL_ONLY_FAMILIES if item.get_closest_marker(m)), None)
-            if family is not None:
-                item.add_marker(pytest.mark.skip(reason=f"the {family} family cannot draw its load from load hosts "
+            name = family_marker(item)
+            fam = families.family(name) if name else None
+            if fam is not None and not fam.load_hosts:
+                item.add_marker(pytest.mark.skip(reason=f"the {name} family cannot draw its load from load hosts "
                                                         "yet (--load-hosts / load_hosts:)"))
     if hasattr(config, "workerinput") and not plan_of(config).several and any(_is_cell(i) for i in items):
         config.stash[_REFUSED] = True

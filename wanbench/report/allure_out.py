@@ -44,24 +44,27 @@ from allure_commons import plugin_manager
 from allure_commons._allure import StepContext
 from allure_commons.types import AttachmentType
 
+from wanbench import families
 from wanbench.redact import hide
 from wanbench.report import charts, tables
 from wanbench.report import evidence as evidence_report
 from wanbench.report.categories import verdict_labels
-from wanbench.results import YCSB_OPS, CellResult, dumps_strict, write_json_atomic
+from wanbench.results import CellResult, dumps_strict, write_json_atomic
 
-#: metric -> (title, unit, better)
+#: every cell's metrics -> (title, unit, better); each family adds its own (``perf_metrics``)
 PERF_METRICS: Mapping[str, tuple[str, str, str]] = {
     "qps": ("QPS", "qps", "higher"),
     "tps": ("TPS", "tps", "higher"),
-    "tpmc": ("tpmC", "tpmC", "higher"),
     "latency_ms.p95": ("p95 latency", "ms", "lower"),
     "latency_ms.p99": ("p99 latency", "ms", "lower"),
     "error_rate": ("error rate", "%", "lower"),
-    # YCSB: go-ycsb's numbers per operation
-    **{f"ops.{op}": (f"{op} OPS", "ops", "higher") for op in YCSB_OPS},
-    **{f"latency_ms.p99.{op}": (f"{op} p99 latency", "ms", "lower") for op in YCSB_OPS},
 }
+
+
+def perf_metrics() -> dict[str, tuple[str, str, str]]:
+    """``PERF_METRICS`` and the families' metrics shown in Allure (``wanbench.families``)."""
+    return {**PERF_METRICS, **{m.name: (m.title or m.name, m.unit, "higher" if m.higher_is_better else "lower")
+                               for m in families.metrics().values() if m.allure}}
 
 
 @dataclass
@@ -379,9 +382,9 @@ def metric_samples(cell: CellResult) -> list[dict[str, Any]]:
     now = time.time() * 1000.0
     stop = _epoch_ms(cell.finished, now)
     start = min(_epoch_ms(cell.started, stop), stop)
-    values = cell.metrics()
+    values = {**cell.metrics(), **families.headline_of(cell.to_json())}
     out = []
-    for metric, (title, unit, better) in PERF_METRICS.items():
+    for metric, (title, unit, better) in perf_metrics().items():
         v = values.get(metric)
         if v is None or not math.isfinite(v):
             continue

@@ -8,8 +8,10 @@ probe engine's variants under their old names). The fixtures make one
 engine per session and ask it for a runner per scenario.
 
 Adding an engine: write one module with a class that takes an
-``EngineContext`` and has ``runner(variant, path)``, and add one line to
-``ENGINES`` (``selftests/test_engines.py`` does exactly that with a toy).
+``EngineContext`` and has ``runner(variant, path)``, and name it in its
+family's ``Family.engine`` (``wanbench.families``), or, for an engine of no
+family, add one line to ``ENGINES`` (``selftests/test_engines.py`` does
+both with a toy).
 Every engine that runs sysbench runs it through ``sysproc.run``.
 """
 
@@ -22,14 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from wanbench import families
 from wanbench.errors import ConfigError
 from wanbench.results import WorkloadResult
 
-#: engine name -> "module:Class"
+#: engine name -> "module:Class": the fault families' own probe; every family that offers an engine
+#: adds it under its name (``Family.engine``, ``wanbench.families``): ``engines()`` is the whole table
 ENGINES: dict[str, str] = {
     "probe": "wanbench.workloads.probe:ProbeEngine",
-    "tpcc": "wanbench.workloads.tpcc:TpccEngine",
-    "ycsb": "wanbench.workloads.ycsb:YcsbEngine",
 }
 #: scenario workload names kept from before the table
 ALIASES: dict[str, str] = {"read_probe": "probe:read", "write_probe": "probe:write"}
@@ -70,11 +72,17 @@ def split_workload(name: str) -> tuple[str, str]:
     return engine, variant
 
 
+def engines() -> dict[str, str]:
+    """Every engine: ``ENGINES`` and the families' (``Family.engine``)."""
+    return {**families.engines(), **ENGINES}
+
+
 def engine_class(name: str) -> type[WorkloadEngine]:
     """The engine class of ``name``; ``ConfigError`` naming the known ones."""
-    target = ENGINES.get(name)
+    table = engines()
+    target = table.get(name)
     if target is None:
-        raise ConfigError(f"unknown workload engine {name!r} (known: {', '.join(sorted(ENGINES))})")
+        raise ConfigError(f"unknown workload engine {name!r} (known: {', '.join(sorted(table))})")
     module, _, cls = target.partition(":")
     found: type[WorkloadEngine] = getattr(importlib.import_module(module), cls)
     return found

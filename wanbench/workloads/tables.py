@@ -9,9 +9,10 @@ the ``*_table`` functions the same data as text for the terminal.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from wanbench.families import Family, Section
 from wanbench.report.tables import text_table
 from wanbench.results import CellResult
 
@@ -145,3 +146,36 @@ def tables_json(cells: Iterable[CellResult | Mapping[str, Any]]) -> dict[str, li
     """Both tables as data, for ``results_document(..., tables=...)``."""
     cells = list(cells)
     return {"sysbench_oltp": oltp_rows(cells), "sysbench_direct_vs_proxy": direct_vs_proxy_rows(cells)}
+
+
+# -- the sysbench OLTP family (tests/sysbench) --------------------------------------------------------------------
+
+
+def sysbench_tables(cells: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    rows = oltp_rows(cells)
+    return {"sysbench": rows, "direct_vs_proxy": direct_vs_proxy_rows(cells)} if rows else None
+
+
+def sysbench_summary(cells: Sequence[Mapping[str, Any]]) -> list[Section]:
+    """Seed 004's table and seed 001's direct-vs-proxy difference, of the family's own cells."""
+    sb = [c for c in cells if c.get("family") == "sysbench"]
+    if not sb:
+        return []
+    out = [Section("wanbench sysbench: type, threads, qps, p95 (seed 004 layout)", (oltp_table(sb),))]
+    diff = direct_vs_proxy_table(sb)
+    if diff:
+        out.append(Section("wanbench sysbench: direct vs proxy (seed 001 layout)", (diff,), sep="-"))
+    return out
+
+
+FAMILY = Family(
+    "sysbench",
+    "sysbench OLTP workloads, direct and through the proxy (tests/sysbench)",
+    fixtures="wanbench.fixtures.sysbench",
+    workloads=OLTP_WORKLOADS,
+    fingerprint=("duration", "warmup", "tables", "table_size", "rate"),
+    load_hosts=True,
+    tables=sysbench_tables,
+    summary=sysbench_summary,
+    package_data=("lua/wb_oltp.lua", "lua/wb_hooks.lua"),
+)

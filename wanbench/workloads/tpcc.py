@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from wanbench.errors import CommandError, ConfigError, InfrastructureError, MissingToolError
+from wanbench.families import Family, Integrity, Metric, Section, engine_summaries
+from wanbench.gate.integrity import TPCC_CONSISTENCY
 from wanbench.interleave import Interleaved, Switch, interleave_rounds
 from wanbench.redact import redactor
 from wanbench.results import Latency, Round, WorkloadResult
@@ -309,10 +311,9 @@ class TpccEngine:
         return self._loaded[key]
 
     def runner(self, variant: str, path: str) -> Any:
-        if variant:
-            raise ConfigError(f"tpcc has no variants (got tpcc:{variant})")
+        """``run(threads)`` on ``variant`` warehouses (``w4``; plain ``tpcc``: the first ``--warehouses``)."""
         ctx = self.ctx
-        warehouses = list(ctx.option("warehouses"))[0]
+        warehouses = _warehouses(variant) if variant else list(ctx.option("warehouses"))[0]
         self.dataset(warehouses, path)
 
         def run_cell(concurrency: int) -> WorkloadResult:
@@ -322,3 +323,77 @@ class TpccEngine:
             return run(conn, opts, rounds=int(ctx.option("rounds")), window=ctx.window(), switch=ctx.interleave())
 
         return run_cell
+
+
+def _warehouses(variant: str) -> int:
+    m = re.fullmatch(r"w([1-9][0-9]*)", variant)
+    if m is None:
+        raise ConfigError(f"tpcc: variant {variant!r} is not a warehouse count such as w4 (tpcc:w4)")
+    return int(m.group(1))
+
+
+# -- the TPC-C family (tests/tpcc; ``workload: tpcc`` in a fault scenario) -----------------------------------------
+
+#: tests/tpcc measure the database, not the proxy tier
+TESTS_PATH = "direct"
+
+
+def tpcc_samples(cell: Mapping[str, Any]) -> dict[str, list[float]]:
+    """tpmC per round (a cell from before ``tpmc_rounds``: its one tpmC)."""
+    extra = cell.get("workload_extra") or {}
+    values = extra.get("tpmc_rounds") if "tpmc_rounds" in extra else [extra.get("tpmc")]
+    finite = [float(v) for v in values or () if v is not None and math.isfinite(float(v))]
+    return {"tpmc": finite} if finite else {}
+
+
+def tpcc_headline(cell: Mapping[str, Any]) -> dict[str, float]:
+    tpmc = (cell.get("workload_extra") or {}).get("tpmc")
+    return {"tpmc": float(tpmc)} if tpmc is not None else {}
+
+
+def _is_tpcc(cell: Mapping[str, Any]) -> bool:
+    return cell.get("workload") == "tpcc"
+
+
+def tpcc_rows(cells: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """End-of-run table rows: one per TPC-C cell (results JSON dicts)."""
+    rows = []
+    for c in cells:
+        if not _is_tpcc(c):
+            continue
+        extra = c.get("workload_extra") or {}
+        no = (extra.get("per_type") or {}).get("NEW_ORDER", {})
+        rows.append({"test_id": c["test_id"], "warehouses": extra.get("warehouses"), "threads": c["concurrency"],
+                     "tpmc": extra.get("tpmc"), "tpm_total": extra.get("tpm_total"),
+                     "efficiency": extra.get("efficiency"), "new_order_p95_ms": no.get("p95"),
+                     "new_order_p99_ms": no.get("p99"), "errors": c.get("errors"),
+                     "checks_failed": [k["name"] for k in extra.get("checks", []) if not k.get("passed")]})
+    return rows
+
+
+def tpcc_tables(cells: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    rows = tpcc_rows(cells)
+    return {"tpcc": rows} if rows else None
+
+
+def tpcc_summary(cells: Sequence[Mapping[str, Any]]) -> list[Section]:
+    """go-tpc's summary block per TPC-C cell, as users compare it with seeds 001/003/004."""
+    mine = [c for c in cells if _is_tpcc(c)]
+    return [engine_summaries(mine, title="wanbench tpcc: go-tpc summary per cell", checks="consistency",
+                             path=TESTS_PATH)] if mine else []
+
+
+FAMILY = Family(
+    "tpcc",
+    "the TPC-C workload (tests/tpcc)",
+    fixtures="wanbench.fixtures.tpcc",
+    engine="wanbench.workloads.tpcc:TpccEngine",
+    metrics=(Metric("tpmc", True, "tpmC", "tpmC"),),
+    samples=tpcc_samples,
+    headline=tpcc_headline,
+    integrity=Integrity(TPCC_CONSISTENCY, "TPC-C consistency violated after the run ({n} check(s))"),
+    fingerprint=("duration", "warehouses", "tpcc_wait"),
+    tables=tpcc_tables,
+    summary=tpcc_summary,
+    package_data=("lua/tpcc.lua", "lua/tpcc_common.lua"),
+)

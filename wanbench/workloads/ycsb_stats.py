@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from wanbench.errors import InfrastructureError
+from wanbench.families import Family, Integrity, Metric, Section, engine_summaries
+from wanbench.gate.integrity import YCSB_CORRECTNESS
+from wanbench.report.tables import text_table
 from wanbench.results import YCSB_OPS
 from wanbench.workloads.tpcc_model import Bucketed, Outcomes, merge_outcomes
 
@@ -152,3 +155,85 @@ def per_op_metrics(stats: RunStats) -> dict[str, dict[str, float]]:
             out[name] = {"ops": st.ok.count / stats.seconds if stats.seconds else math.nan,
                          "p99_ms": st.ok.percentile_ms(99)}
     return out
+
+
+# -- the YCSB family (tests/ycsb; ``workload: ycsb:workloada`` in a fault scenario) --------------------------------
+
+#: tests/ycsb measure the database, not the proxy tier
+TESTS_PATH = "direct"
+
+
+def _is_ycsb(cell: Mapping[str, Any]) -> bool:
+    return str(cell.get("workload", "")).startswith("ycsb_")
+
+
+def _finite(values: Sequence[Any]) -> list[float]:
+    return [float(v) for v in values if v is not None and math.isfinite(float(v))]
+
+
+def ycsb_samples(cell: Mapping[str, Any]) -> dict[str, list[float]]:
+    """Per operation and round: OPS and p99."""
+    out: dict[str, list[float]] = {}
+    for per_op in (cell.get("workload_extra") or {}).get("per_op_rounds") or ():
+        for op, v in per_op.items():
+            out.setdefault(f"ops.{op}", []).extend(_finite([v.get("ops")]))
+            out.setdefault(f"latency_ms.p99.{op}", []).extend(_finite([v.get("p99_ms")]))
+    return {k: v for k, v in out.items() if v}
+
+
+def ycsb_headline(cell: Mapping[str, Any]) -> dict[str, float]:
+    out = {}
+    for op, v in ((cell.get("workload_extra") or {}).get("per_op") or {}).items():
+        if not op.endswith("_ERROR"):
+            out[f"ops.{op}"] = float(v["ops"])
+            out[f"latency_ms.p99.{op}"] = float(v["p99_us"]) / 1000.0
+    return out
+
+
+def ycsb_rows(cells: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """End-of-run table rows: one per operation of every YCSB cell (seed 004's table)."""
+    rows = []
+    for c in cells:
+        if not _is_ycsb(c):
+            continue
+        extra = c.get("workload_extra") or {}
+        for op, v in (extra.get("per_op") or {}).items():
+            rows.append({"test_id": c["test_id"], "workload": extra.get("ycsb_workload"), "op": op,
+                         "threads": c["concurrency"], "ops": v.get("ops"), "p99_us": v.get("p99_us"),
+                         "count": v.get("count")})
+    return rows
+
+
+def ycsb_tables(cells: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    rows = ycsb_rows(cells)
+    return {"ycsb": rows} if rows else None
+
+
+def ycsb_summary(cells: Sequence[Mapping[str, Any]]) -> list[Section]:
+    """go-ycsb's summary block per YCSB cell, and seed 004's OPS/P99 table."""
+    mine = [c for c in cells if _is_ycsb(c)]
+    if not mine:
+        return []
+    rows = [[r["test_id"], r["op"], f"{r['ops']:.1f}", f"{r['p99_us']:.0f}"] for r in ycsb_rows(mine)]
+    return [engine_summaries(mine, title="wanbench ycsb: go-ycsb summary per cell", checks="correctness",
+                             path=TESTS_PATH),
+            Section("wanbench ycsb: workload, OP type, OPS, P99(us) (seed 004 layout)",
+                    tuple(text_table(["test", "OP type", "OPS", "P99(us)"], rows, right=(2, 3))), sep="-")]
+
+
+FAMILY = Family(
+    "ycsb",
+    "the YCSB core workloads A-F (tests/ycsb)",
+    fixtures="wanbench.fixtures.ycsb",
+    engine="wanbench.workloads.ycsb:YcsbEngine",
+    workloads=("ycsb_*",),
+    metrics=(*(Metric(f"ops.{op}", True, f"{op} OPS", "ops") for op in OPS),
+             *(Metric(f"latency_ms.p99.{op}", False, f"{op} p99 latency", "ms") for op in OPS)),
+    samples=ycsb_samples,
+    headline=ycsb_headline,
+    integrity=Integrity(YCSB_CORRECTNESS, "YCSB correctness violated after the run ({n} check(s))"),
+    fingerprint=("duration", "ycsb_records", "ycsb_fields", "ycsb_field_length", "ycsb_operations"),
+    tables=ycsb_tables,
+    summary=ycsb_summary,
+    package_data=("lua/ycsb.lua",),
+)

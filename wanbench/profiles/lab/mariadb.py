@@ -26,6 +26,11 @@ from wanbench.wait import wait_for
 SERVERS = ("primary", "replica")
 
 
+def socket_of(run_dir: Path, name: str) -> Path:
+    """The UNIX socket of server ``name`` of the lab in ``run_dir`` (known without its credentials)."""
+    return socket_path(run_dir / name / "mysqld.sock")
+
+
 @dataclass(frozen=True)
 class LabMariadb:
     """The primary and the replica of the lab in ``run_dir``."""
@@ -35,7 +40,7 @@ class LabMariadb:
 
     def paths(self, name: str) -> dict[str, Path]:
         d = self.run_dir / name
-        return {"dir": d, "data": d / "data", "socket": socket_path(d / "mysqld.sock"),
+        return {"dir": d, "data": d / "data", "socket": socket_of(self.run_dir, name),
                 "log": self.run_dir / f"{name}.log", "tmp": d / "tmp"}
 
     def install(self, name: str, install_db: str) -> None:

@@ -69,7 +69,7 @@ from wanbench.profiles.lab.layout import (
     lab_cgroup,
     lab_topology,
 )
-from wanbench.profiles.lab.mariadb import LabMariadb
+from wanbench.profiles.lab.mariadb import LabMariadb, socket_of
 from wanbench.results import write_json_atomic
 from wanbench.sql import answers
 from wanbench.topology import Topology
@@ -167,7 +167,7 @@ class Lab:
         return LabMariadb(self.run_dir, self.credentials)
 
     def sockets(self) -> list[Path]:  # the servers' UNIX sockets: in /tmp for a long run directory
-        return [self.mariadb.paths(s)["socket"] for s in ("primary", "replica")]
+        return [socket_of(self.run_dir, s) for s in ("primary", "replica")]
 
     def admin(self, name: str) -> AbstractContextManager[Any]:
         """Root connection to ``primary`` or ``replica`` over its UNIX socket."""
