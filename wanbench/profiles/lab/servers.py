@@ -46,6 +46,7 @@ from wanbench.procs import (
     spawn,
 )
 from wanbench.profiles.base import Credentials
+from wanbench.profiles.lab.components import LabComponents
 from wanbench.profiles.lab.layout import (
     COMPONENT_SERVICE,
     DEFAULT_CPU_LAYOUT,
@@ -82,7 +83,7 @@ if TYPE_CHECKING:
 ALL_SERVICES = ("haproxy", "replica", "primary", "tidb", "toxiproxy")
 
 
-class Lab:
+class Lab(LabComponents):
     """Start, inspect and stop the lab. Usable as a context manager: it
     starts the lab unless it already runs, and stops it only if it started it.
 
@@ -429,60 +430,6 @@ class Lab:
 
         wait_for(listening, what="HAProxy", timeout=20, transient=(OSError,),
                  hint=f"log: {log_tail(self.run_dir / 'haproxy.log')}")
-
-    # -- one component at a time (availability faults) -------------------------------
-    def service_of(self, component: str) -> str:
-        try:
-            return self.component_services[component]
-        except KeyError:
-            raise InfrastructureError(f"lab component {component!r} has no process of its own "
-                                      f"(known: {', '.join(self.component_services)})") from None
-
-    def pid_of(self, component: str) -> int:
-        """PID of the process that is ``component`` (proxy, primary, replica)."""
-        h = self.handle(self.service_of(component))
-        if h is None or not h.alive():
-            raise InfrastructureError(f"lab component {component} is not running")
-        return h.pid
-
-    def stop_component(self, component: str, *, timeout: float = 60.0) -> int:
-        """Stop one component cleanly (SIGTERM: MariaDB shuts down, HAProxy closes its
-        connections). Returns the PID that was stopped."""
-        service = self.service_of(component)
-        h = self.handle(service)
-        if h is None or not h.alive():
-            raise InfrastructureError(f"cannot stop lab component {component}: it is not running")
-        h.stop(timeout=timeout)
-        return h.pid
-
-    def start_component(self, component: str) -> int:
-        """Start one stopped component from its existing data and wait until the lab is
-        ready again: the server answers and the replica acknowledges commits."""
-        service = self.service_of(component)
-        h = self.handle(service)
-        if h is not None and h.alive():
-            raise InfrastructureError(f"lab component {component} is already running (pid {h.pid})")
-        if service == "haproxy":
-            self._start_haproxy()
-        else:
-            self._restart_sql_service(service)
-        return self.pid_of(component)
-
-    def _restart_sql_service(self, service: str) -> None:
-        """Start a stopped SQL server from its data, and wait until the tier is whole again."""
-        self._spawn_mariadb(service, password=True)
-        self._wait_replica_acks()
-
-    def restart_component(self, component: str) -> tuple[int, int]:
-        """Stop and start one component; (old PID, new PID)."""
-        old = self.stop_component(component)
-        return old, self.start_component(component)
-
-    def _wait_replica_acks(self, timeout: float = 60.0) -> None:
-        wait_for(lambda: self.semi_sync_clients() >= 1,
-                 what="the replica to acknowledge commits again (Rpl_semi_sync_master_clients >= 1)",
-                 timeout=timeout, transient=(mysql.connector.Error,),
-                 hint=f"replica log: {log_tail(self.run_dir / 'replica.log')}")
 
     def _wait_ready(self) -> None:
         try:
