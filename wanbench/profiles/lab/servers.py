@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import mysql.connector
 
 from wanbench import cpulimit
-from wanbench.errors import InfrastructureError
+from wanbench.errors import ConfigError, InfrastructureError
 from wanbench.evidence.prometheus import LabPrometheus
 from wanbench.faults.toxiproxy import ToxiproxyClient
 from wanbench.procs import (
@@ -71,6 +71,7 @@ from wanbench.profiles.lab.layout import (
     lab_topology,
 )
 from wanbench.profiles.lab.mariadb import LabMariadb
+from wanbench.profiles.lab.server_settings import RESERVED_MARIADB, ServerSettings
 from wanbench.results import write_json_atomic
 from wanbench.topology import Topology
 from wanbench.wait import wait_for
@@ -102,8 +103,11 @@ class Lab(LabComponents):
     default_port_base = DEFAULT_PORT_BASE
 
     def __init__(self, run_dir: str | os.PathLike[str] | None = None, port_base: int | None = None,
-                 cpu_layout: str = DEFAULT_CPU_LAYOUT, semisync_timeout_ms: int | None = None) -> None:
+                 cpu_layout: str = DEFAULT_CPU_LAYOUT, semisync_timeout_ms: int | None = None,
+                 server: ServerSettings | None = None) -> None:
         self.run_dir = Path(run_dir) if run_dir else default_run_dir()
+        #: what this lab's SQL servers are to run with when it starts (``server_settings``: what they run with)
+        self.server = server or ServerSettings()
         self.requested_layout = check_layout_name(cpu_layout)
         if semisync_timeout_ms is not None and semisync_timeout_ms <= 0:
             raise InfrastructureError(f"semi-sync timeout must be positive, not {semisync_timeout_ms!r} ms")
@@ -146,6 +150,11 @@ class Lab(LabComponents):
         """The running lab's rpl_semi_sync_master_timeout (a lab that was
         already up keeps the value it was started with)."""
         return int(self.state().get("semisync_timeout_ms", DEFAULT_SEMISYNC_TIMEOUT_MS))
+
+    @property
+    def server_settings(self) -> ServerSettings:
+        """The binary, extra options and config the running lab's SQL servers were started with."""
+        return ServerSettings.from_json(self.state().get("server"))
 
     @property
     def toxiproxy(self) -> ToxiproxyClient:
@@ -280,6 +289,7 @@ class Lab(LabComponents):
             # Left by a dead run (or half-started): clean slate.
             self._down()
         self._check_tools_and_ports()
+        self.check_server(self.server)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.run_dir, 0o700)
         password = secrets.token_urlsafe(18)
@@ -290,7 +300,8 @@ class Lab(LabComponents):
             "kind": "session", "pid": os.getpid(), "start_time": proc_start_time(os.getpid())}
         layout = CpuLayout.plan(self.requested_layout, os.sched_getaffinity(0))
         self.write_state(port_base=self.port_base, owner=owner_info, started=time.time(), cpus=layout.to_json(),
-                          semisync_timeout_ms=self.requested_semisync_timeout_ms, flavour=self.flavour)
+                          semisync_timeout_ms=self.requested_semisync_timeout_ms, flavour=self.flavour,
+                          server=self.server.to_json())
         self._started_here = True
         try:
             if owner_info["kind"] == "session":
@@ -310,6 +321,12 @@ class Lab(LabComponents):
         self.mariadb.init_primary()
         self._start_mariadb("replica", server_id=2)
         self.mariadb.init_replica(primary_port=self.port(P_REPLICA_PRIMARY))
+
+    def check_server(self, server: ServerSettings) -> None:
+        """Refuse settings this flavour cannot run with (``ConfigError`` naming the option)."""
+        server.check(RESERVED_MARIADB, self.flavour)
+        if server.config:
+            raise ConfigError("a config fragment is for the TiDB lab (tidb-server); give mariadbd options instead")
 
     def sql_versions(self) -> dict[str, str]:
         """What the running SQL tier says it is (``version`` in ``lab.json``, the run's fingerprint)."""
@@ -410,7 +427,8 @@ class Lab(LabComponents):
         p = self.mariadb.paths(name)
         port = self.port(P_PRIMARY if name == "primary" else P_REPLICA)
         server_id = int(self.state().get(f"{name}_server_id", 1 if name == "primary" else 2))
-        argv = self.mariadb.argv(name, port=port, server_id=server_id, semisync_timeout_ms=self.semisync_timeout_ms)
+        argv = self.mariadb.argv(name, port=port, server_id=server_id, semisync_timeout_ms=self.semisync_timeout_ms,
+                                 server=self.server_settings)
         h = spawn(name, argv, log=p["log"], pid_file=self._pid_file(name), cpus=self.cpu_layout.server)
         wait_for(lambda: self._alive_or_fail(h) and self.mariadb.run(name, "SELECT 1", password=password, probe=True),
                  what=f"MariaDB {name} on port {port}", timeout=60,
