@@ -22,12 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from wanbench.ab import AbSide
 from wanbench.census import not_counts_of, values_of
 from wanbench.errors import ConfigError
 from wanbench.gate.budgets import CellKey
 from wanbench.gate.census_checks import CENSUS_VERSION, comparable_census
 from wanbench.gate.integrity import Problem, problems_of
-from wanbench.interleave import reference_rounds
+from wanbench.gate.samples import Samples, ab_side_of, reference_of, samples_of
 from wanbench.results import CellResult, write_json_atomic
 
 STORE_SCHEMA = 2
@@ -38,7 +39,6 @@ ENV_FIELDS = ("profile", "topology_shape", "client", "params")
 #: the client facts that are hardware; host name, Python version... are not
 CLIENT_FIELDS = ("cpu_model", "cores")
 DEFAULT_KEEP = 5
-Samples = dict[str, list[float]]
 
 
 @dataclass(frozen=True)
@@ -143,13 +143,16 @@ class RunCell:
     #: an accepted run keeps only this cell's census (its verdict failed on census checks that fewer
     #: than ``min_runs`` accepted runs backed: ``census_only_keep``), never its rounds
     census_only: bool = False
+    #: an A/B cell's baseline side (``wanbench.ab``); None in a run of one cluster
+    ab: AbSide | None = None
 
     @classmethod
     def of(cls, cell: CellResult | Mapping[str, Any]) -> RunCell:
         data = cell.to_json() if isinstance(cell, CellResult) else cell
         client = dict(data.get("client") or {})
         return cls(cell_key(cell), samples_of(data), is_level0(cell), client, problems_of(data),
-                   values_of(data.get("census")), reference_of(data), not_counts_of(data.get("census")))
+                   values_of(data.get("census")), reference_of(data), not_counts_of(data.get("census")),
+                   ab=ab_side_of(data))
 
 
 def run_entry_cells(cells: Sequence[RunCell]) -> dict[str, dict[str, Any]]:
@@ -174,64 +177,6 @@ def run_entry_cells(cells: Sequence[RunCell]) -> dict[str, dict[str, Any]]:
             entry["drop"] = drop
         out[c.key.id] = entry
     return out
-
-
-def _finite(values: Sequence[Any]) -> list[float]:
-    out = []
-    for v in values:
-        if v is None:
-            continue
-        f = float(v)
-        if not math.isnan(f):
-            out.append(f)
-    return out
-
-
-def round_samples(rounds: Sequence[Mapping[str, Any]]) -> Samples:
-    """What every round says, by metric: QPS, TPS, error rate, latency percentiles."""
-    out: Samples = {
-        "qps": _finite([r.get("qps") for r in rounds]),
-        "tps": _finite([r.get("tps") for r in rounds]),
-        "error_rate": _finite(
-            [r.get("errors", 0) / (r.get("queries", 0) + r.get("errors", 0)) for r in rounds
-             if (r.get("queries", 0) + r.get("errors", 0)) > 0]
-        ),
-    }
-    for p in ("p50", "p95", "p99"):
-        out[f"latency_ms.{p}"] = _finite([(r.get("latency_ms") or {}).get(p) for r in rounds])
-    return out
-
-
-def reference_of(cell: CellResult | Mapping[str, Any]) -> Samples:
-    """An interleaved cell's level-0 rounds (``wanbench.interleave``) as
-    samples; empty when its rounds were not interleaved."""
-    data = cell.to_json() if isinstance(cell, CellResult) else cell
-    return {k: v for k, v in round_samples(reference_rounds(data)).items() if v}
-
-
-def samples_of(cell: CellResult | Mapping[str, Any]) -> Samples:
-    """Per-round values by metric name: the raw material of every verdict."""
-    if isinstance(cell, CellResult):
-        rounds = [r.to_json() for r in cell.workload.rounds]
-        extra: Mapping[str, Any] = cell.workload.extra
-        heartbeat = cell.extra.get("heartbeat") or {}
-    else:
-        rounds = list(cell.get("rounds") or [])
-        extra = cell.get("workload_extra") or {}
-        heartbeat = (cell.get("extra") or {}).get("heartbeat") or {}
-    out = round_samples(rounds)
-    if "tpmc_rounds" in extra:
-        out["tpmc"] = _finite(list(extra["tpmc_rounds"]))
-    elif extra.get("tpmc") is not None:
-        out["tpmc"] = _finite([extra["tpmc"]])
-    for per_op in extra.get("per_op_rounds") or ():  # YCSB: one mapping per round
-        for op, v in per_op.items():
-            out.setdefault(f"ops.{op}", []).extend(_finite([v.get("ops")]))
-            out.setdefault(f"latency_ms.p99.{op}", []).extend(_finite([v.get("p99_ms")]))
-    for metric in ("rto_s", "recovery_s"):  # one heartbeat per cell: one sample
-        if heartbeat.get(metric) is not None:
-            out[metric] = _finite([heartbeat[metric]])
-    return {k: v for k, v in out.items() if v}
 
 
 def within_run_spread(runs: Sequence[Samples]) -> dict[str, tuple[float, int]]:
