@@ -28,6 +28,12 @@ def recorded_flavour(run_dir: str | os.PathLike[str] | None) -> str | None:
         return None
 
 
+def default_lab_dir(flavour: str, rootpath: str | os.PathLike[str] | None = None) -> Path:
+    """Where a lab of ``flavour`` lives when no --lab-dir is given (the TiDB lab beside the MariaDB one)."""
+    base = default_run_dir(rootpath)
+    return base.with_name("tidb-lab") if flavour == "tidb" else base
+
+
 def check_flavour(name: str) -> str:
     if name not in FLAVOURS:
         raise ConfigError(f"unknown lab flavour {name!r} (known: {', '.join(FLAVOURS)})")
