@@ -205,3 +205,21 @@ def test_an_ab_run_collects_the_fault_matrix_and_skips_the_other_families(tmp_pa
     assert res.returncode == 0, res.stdout + res.stderr
     assert "test_rtt[primary-50ms-c10]" in res.stdout
     assert not (tmp_path / "lab").exists(), "collection must not start a lab"
+
+
+def test_ab_on_tidb_opens_both_clusters_and_dry_runs_both_plans(tmp_path: Path) -> None:
+    """``--cluster`` the candidate, ``--baseline-cluster`` the baseline: under
+    --dry-run both are opened (nothing contacted) and each level's plan is
+    printed for both; one cluster given as both sides is refused."""
+    data = ROOT / "selftests" / "data"
+    display, topology = data / "tiup_display_seed000.txt", data / "tiup_topology_seed000.yaml"
+    res = run_pytest("tests/rtt", "-k", "rtt and tikv_write", "--cluster", str(display), "--baseline-cluster",
+                     str(topology), "--rtt", "50ms", "--concurrency", "10", "--dry-run", "-s", "-p", "no:randomly",
+                     timeout=300)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    assert "dry run of tikv_write 50ms" in res.stdout
+    assert "on the baseline's cluster:" in res.stdout
+    same = run_pytest("--collect-only", "-q", "tests/rtt", "--cluster", str(display), "--baseline-cluster",
+                      str(display))
+    assert same.returncode == 4
+    assert "--baseline-cluster: the same file as --cluster" in same.stderr

@@ -176,11 +176,29 @@ def ab_settled(judge: Judge, cell: CellResult, *, cells: int, looks: int, planne
                            done=len(cell.workload.rounds), planned=planned)
 
 
+def _same_cluster(candidate: str, baseline: str) -> str | None:
+    """Why two cluster files cannot be the two sides of an A/B run: they are one cluster."""
+    from wanbench.profiles.tidb.topology import load_cluster
+
+    if Path(candidate).expanduser().resolve() == Path(baseline).expanduser().resolve():
+        return "--baseline-cluster: the same file as --cluster; the two sides must be two clusters"
+    try:
+        a, b = load_cluster(candidate), load_cluster(baseline)
+    except ConfigError as exc:
+        return f"--cluster/--baseline-cluster: {exc}"
+    names = (a.name or Path(candidate).stem, b.name or Path(baseline).stem)
+    if names[0] == names[1]:
+        return f"--baseline-cluster: {baseline} describes {names[0]}, the candidate's cluster too; the two sides " \
+               "must be two clusters"
+    return None
+
+
 def _refusal(config: pytest.Config) -> str | None:
     """Why this combination of options cannot run, in one line; None when it can."""
     given = [n for side in ("candidate", "baseline") for n in (f"{side}_{o}" for o in SIDE_OPTIONS)
              if config.getoption(n, None)]
-    files = config.getoption("cluster", None) or []
+    value = config.getoption("cluster", None)  # one file is a string once scale-out has read the list
+    files = [value] if isinstance(value, str) else list(value or [])
     if not ab_mode(config):
         if given:
             return f"{_flag(given[0])} names one side of an A/B run: add --ab (two labs side by side)"
@@ -194,6 +212,10 @@ def _refusal(config: pytest.Config) -> str | None:
     if files and given:
         return (f"{_flag(given[0])} sets a lab's servers; on TiDB the two cluster files are the two sides "
                 "(--cluster, --baseline-cluster)")
+    if files:
+        same = _same_cluster(files[0], config.getoption("baseline_cluster"))
+        if same:
+            return same
     flavour = config.getoption("lab_flavour", "mariadb")
     if flavour != "tidb" and any(n.endswith("server_config") for n in given):
         name = next(n for n in given if n.endswith("server_config"))

@@ -326,8 +326,8 @@ class TidbCluster:
                           for p in ("proxy", "direct")},
             "dry_run": self.dry_run,
         }
-        if self.dry_run:
-            return ctx
+        if self.dry_run:  # nothing is asked of the cluster: no versions, and nothing is measured or stored
+            return {**ctx, "versions": {}}
         self.preflight()
         _, found = self._live_topology()
         ctx["pd_leader"] = found.to_json() if found else None
