@@ -70,8 +70,8 @@ def test_the_pairs_log_ratios_and_their_spread() -> None:
     assert pair_logs([110.0, 90.0, 0.0], [100.0, 100.0, 50.0]) == pytest.approx([math.log(1.1), math.log(0.9)])
     side = ab.AbSide({"qps": [100.0, 100.0, 100.0]})
     sd, df = pair_spread({"qps": [100.0, 110.0, 90.0]}, side)["qps"]
-    assert df == 2
-    assert sd == pytest.approx(0.1, abs=0.01)
+    assert df == 6 - 2 - 1  # six rounds, two blocks (ABBA, AB), one release difference
+    assert sd == pytest.approx(0.0907, abs=0.001)
 
 
 def test_a_consistently_slower_candidate_is_a_regression_and_a_steady_equal_one_passes() -> None:
@@ -85,7 +85,7 @@ def test_a_consistently_slower_candidate_is_a_regression_and_a_steady_equal_one_
     assert same is not None
     assert same.detectable < 0.05
     assert same.unit == "pair"
-    assert same.test == "paired-t (df 7)"
+    assert same.test == "paired-t (ABBA blocks, df 11)"  # 16 rounds, 4 blocks, one release difference
     one = assess_ab(QPS, [900.0], [1000.0], alpha_each=0.0007)
     assert one is not None
     assert math.isinf(one.detectable)
@@ -153,15 +153,15 @@ def test_an_ab_cell_stops_early_only_when_its_checks_stand_whatever_the_pairs_le
     budgets = load_budgets(default_budgets_path("lab"), profile="lab")
     j = Judge(budgets, Lookup(None, note="A/B"))
     base = rounds("same6-current", n=4)
-    # after 4 of 8 pairs, a candidate at half the baseline's speed in every pair (its rounds the
-    # baseline's own, slowed) stays a regression whatever the pairs left do
-    slow = ab_settled(j, ab_cell(rounds("same6-current", 0.5, n=4), base), cells=24, looks=1, planned=8)
+    # after 4 of 8 pairs, a candidate at 30 % of the baseline's speed in every pair (its rounds the
+    # baseline's own, slowed; they fell 35 % over the four) stays a regression whatever the pairs left do
+    slow = ab_settled(j, ab_cell(rounds("same6-current", 0.3, n=4), base), cells=24, looks=1, planned=8)
     assert slow is not None
     assert "regression" in slow.why()
     # identical recorded rounds: its QPS check is undecided by noise, and more pairs could decide it
     assert ab_settled(j, ab_cell(rounds("same6-base", n=4), base), cells=24, looks=1, planned=8) is None
     # one pair: no spread yet, nothing to stop on
-    assert ab_settled(j, ab_cell(rounds("same6-current", 0.5, n=1), base[:1]), cells=24, looks=1, planned=8) is None
+    assert ab_settled(j, ab_cell(rounds("same6-current", 0.3, n=1), base[:1]), cells=24, looks=1, planned=8) is None
 
 
 def test_an_ab_rule_in_a_budget_file() -> None:
@@ -223,3 +223,29 @@ def test_ab_on_tidb_opens_both_clusters_and_dry_runs_both_plans(tmp_path: Path) 
                       str(display))
     assert same.returncode == 4
     assert "--baseline-cluster: the same file as --cluster" in same.stderr
+
+
+def test_the_noise_of_a_pair_comes_from_every_round_of_its_abba_blocks() -> None:
+    """Stationary noise of 10 % per round: a pair's log ratio strays by 14 %
+    (sqrt 2 x 10 %), estimated with rounds - blocks - 1 degrees of freedom;
+    a false alarm at p <= 0.01 one time in a hundred, drift or not."""
+    import random
+
+    from wanbench.gate.ab_checks import pair_noise
+    from wanbench.interleave import schedule
+
+    rng = random.Random(7)
+    assert pair_noise([1.0], [1.0]) == (pytest.approx(math.nan, nan_ok=True), 0)
+    assert pair_noise([1.0] * 3, [1.0] * 3)[1] == 6 - 2 - 1
+    sds, alarms = [], 0
+    for _ in range(2000):
+        cand, base, level = [], [], 0.0
+        for a in schedule(8):
+            level += rng.gauss(0, 0.05)  # the machine drifts between rounds
+            (cand if a else base).append(math.exp(level + rng.gauss(0, 0.1)))
+        sds.append(pair_noise(cand, base)[0])
+        o = assess_ab(QPS, cand, base, alpha_each=0.01)
+        assert o is not None
+        alarms += o.p_worse <= 0.01
+    assert math.sqrt(sum(sd * sd for sd in sds) / len(sds)) == pytest.approx(0.1 * math.sqrt(2), rel=0.25)
+    assert alarms / 2000 < 0.02

@@ -8,8 +8,9 @@ run (stored baselines need runs because runs minutes apart differ by
 14-21 % on this VM; docs/calibration.md).
 
 * ``ab`` checks (QPS, latency percentiles): per pair ``d = log(candidate /
-  baseline)``; a one-sided paired t-test over the pairs (``n - 1`` degrees of
-  freedom, the spread of ``d`` between pairs its noise), Bonferroni over the
+  baseline)``; a one-sided paired t-test of the pairs' mean ``d``, its noise
+  estimated from every round of the cell's ABBA blocks (``pair_noise``:
+  ``rounds - blocks - 1`` degrees of freedom), Bonferroni over the
   session's cells like every other check. A regression is a change beyond
   the budget AND significant; a pass needs the smallest change the pairs
   could detect within the budget; otherwise inconclusive, saying that
@@ -53,6 +54,36 @@ def pair_logs(candidate: Sequence[float], baseline: Sequence[float]) -> list[flo
     return [math.log(c / b) for c, b in ab.ratios(candidate, baseline) if math.isfinite(c) and math.isfinite(b)]
 
 
+def pair_noise(candidate: Sequence[float], baseline: Sequence[float]) -> tuple[float, int]:
+    """How far one pair's log ratio strays from the cell's: its sd, and the degrees
+    of freedom of that estimate, from every round of the cell's ABBA blocks.
+
+    An ABBA block holds two pairs in a few seconds (A B B A). Its four rounds
+    differ by the release (A against B) and by the machine's noise; the
+    two rounds of one side inside a block differ by the noise alone. So the
+    noise is estimated from the block model ``log y = block + delta * A +
+    e``: its residuals have ``rounds - blocks - 1`` degrees of freedom
+    against the ``pairs - 1`` of the pairs' own spread (11 against 7 with 8
+    pairs), and the t quantile a check needs falls with them (4.4 against 6.1
+    at p = 0.0007), for the same estimate of ``delta`` (the pairs' mean log
+    ratio). A drift inside a block only widens the residuals: the estimate
+    errs on the side of no alarm. With one pair there is no estimate (nan, 0)."""
+    pairs = [(math.log(c), math.log(b)) for c, b in ab.ratios(candidate, baseline)
+             if math.isfinite(c) and math.isfinite(b)]
+    n = len(pairs)
+    if n < 2:
+        return math.nan, 0
+    delta = statistics.fmean(a - b for a, b in pairs)
+    rss = 0.0
+    blocks = [pairs[i:i + 2] for i in range(0, n, 2)]
+    for block in blocks:
+        values = [(a - delta / 2) for a, _b in block] + [(b + delta / 2) for _a, b in block]
+        mean = statistics.fmean(values)
+        rss += sum((v - mean) ** 2 for v in values)
+    df = 2 * n - len(blocks) - 1
+    return math.sqrt(2.0 * rss / df), df
+
+
 def assess_ab(check: Check, candidate: Sequence[float], baseline: Sequence[float], *,
               alpha_each: float) -> Outcome | None:
     """Raw statistics of one ``ab`` check: the paired t over the pairs' log
@@ -65,7 +96,7 @@ def assess_ab(check: Check, candidate: Sequence[float], baseline: Sequence[float
     pairs = list(ab.ratios(candidate, baseline))[:n]
     mean = statistics.fmean(logs)
     change = math.expm1(mean)
-    sd = statistics.stdev(logs) if n > 1 else math.nan
+    sd, df = pair_noise(candidate, baseline)
     se = sd / math.sqrt(n) if n > 1 else math.nan
     if n < 2:
         p_less = p_greater = 1.0
@@ -74,8 +105,8 @@ def assess_ab(check: Check, candidate: Sequence[float], baseline: Sequence[float
         p_greater = 0.5 if mean == 0 else 1.0 - p_less
     else:
         t = mean / se
-        p_less, p_greater = stats.student_t_sf(-t, n - 1), stats.student_t_sf(t, n - 1)
-    crit = stats.student_t_ppf(1.0 - alpha_each, n - 1) * se if n > 1 else math.inf
+        p_less, p_greater = stats.student_t_sf(-t, df), stats.student_t_sf(t, df)
+    crit = stats.student_t_ppf(1.0 - alpha_each, df) * se if n > 1 else math.inf
     if not math.isfinite(crit):
         detectable = math.inf
     else:
@@ -85,7 +116,7 @@ def assess_ab(check: Check, candidate: Sequence[float], baseline: Sequence[float
         check, stats.geometric_mean([c for c, _b in pairs]), stats.geometric_mean([b for _c, b in pairs]),
         n_current=n, n_reference=n, change=change, worse=-change if hib else change,
         p_worse=p_worse, p_better=p_better, p_worse_adj=p_worse, p_better_adj=p_better, detectable=detectable,
-        min_p=0.0, alpha_each=alpha_each, test=f"paired-t (df {n - 1})" if n > 1 else "paired-t",
+        min_p=0.0, alpha_each=alpha_each, test=f"paired-t (ABBA blocks, df {df})" if n > 1 else "paired-t",
         ref_what=AB_REFERENCE, ref_detail=f"pair sd {sd * 100:.1f}%" if math.isfinite(sd) else "")
 
 
@@ -154,11 +185,11 @@ def pair_spread(current: Samples, side: ab.AbSide) -> dict[str, tuple[float, int
     how far the pairs still to come may move the mean (``wanbench.gate.curtail``)."""
     out = {}
     for metric, values in current.items():
-        logs = pair_logs(values, side.samples.get(metric, []))
-        if len(logs) > 1:
-            out[metric] = (statistics.stdev(logs), len(logs) - 1)
+        sd, df = pair_noise(values, side.samples.get(metric, []))
+        if df >= 1:
+            out[metric] = (sd, df)
     return out
 
 
-__all__ = ["AB_KINDS", "AB_REFERENCE", "assess_ab", "assess_ab_cell", "census_outcomes", "pair_logs", "pair_spread",
-           "with_aa_guard"]
+__all__ = ["AB_KINDS", "AB_REFERENCE", "assess_ab", "assess_ab_cell", "census_outcomes", "pair_logs", "pair_noise",
+           "pair_spread", "with_aa_guard"]
