@@ -149,8 +149,8 @@ def baseline_census(cell: CellResult, level0: CellResult | None, lower: CellResu
 
 def ab_settled(judge: Judge, cell: CellResult, *, cells: int, looks: int, planned: int) -> curtail.Settled | None:
     """Whether an A/B cell measured so far may stop (``wanbench.gate.curtail``): the
-    pairs left can move the mean log ratio by t(0.995, n - 1) times the pairs'
-    spread times sqrt(1/k - 1/K); the candidate's rounds are moved that far both
+    pairs left can move the mean log ratio by t(0.995, df) times a pair's noise
+    (``ab_checks.pair_noise``) times sqrt(1/k - 1/K); the candidate's rounds are moved that far both
     ways (the baseline's stay: the spread is of the pairs), and the cell stops
     when every QPS and latency check stands the same all three times."""
     from dataclasses import replace
