@@ -249,3 +249,42 @@ def test_the_noise_of_a_pair_comes_from_every_round_of_its_abba_blocks() -> None
         alarms += o.p_worse <= 0.01
     assert math.sqrt(sum(sd * sd for sd in sds) / len(sds)) == pytest.approx(0.1 * math.sqrt(2), rel=0.25)
     assert alarms / 2000 < 0.02
+
+
+def test_a_sides_server_settings(tmp_path: Path) -> None:
+    """What a lab's servers run with: options as given (dashes optional), the
+    lab's own options refused by name, a TiDB config fragment merged over the
+    lab's (TOML forbids a key twice, so the two cannot be concatenated)."""
+    import tomllib
+
+    from wanbench.errors import ConfigError
+    from wanbench.profiles.base import Credentials
+    from wanbench.profiles.lab.mariadb import LabMariadb
+    from wanbench.profiles.lab.server_settings import (
+        RESERVED_MARIADB,
+        ServerSettings,
+        parse_server_config,
+        parse_server_option,
+    )
+    from wanbench.profiles.lab.tidb import TIDB_CONFIG, merged_config
+
+    assert parse_server_option("performance-schema=ON") == "--performance-schema=ON"
+    assert parse_server_option("--general-log") == "--general-log"
+    settings = ServerSettings(options=("--performance-schema=ON",))
+    argv = LabMariadb(tmp_path, Credentials("u", "p")).argv("primary", port=1, server_id=1, semisync_timeout_ms=100,
+                                                              server=settings)
+    assert argv[-1] == "--performance-schema=ON"  # last: mariadbd takes the last value of an option
+    assert "--performance-schema=OFF" in argv
+    with pytest.raises(ConfigError, match="sets --datadir itself"):
+        ServerSettings(options=("--datadir=/tmp/x",)).check(RESERVED_MARIADB, "mariadb")
+    assert ServerSettings.from_json(settings.to_json()) == settings
+    fragment = tmp_path / "tidb.toml"
+    fragment.write_text("token-limit = 100\n[log]\nlevel = \"info\"\n[performance]\nmax-procs = 1\n")
+    merged = tomllib.loads(merged_config(TIDB_CONFIG, Path(parse_server_config(str(fragment))).read_text()))
+    assert merged["token-limit"] == 100
+    assert merged["log"]["level"] == "info"
+    assert merged["performance"]["max-procs"] == 1
+    assert merged["status"]["status-host"] == "127.0.0.1"  # the lab's own settings stay
+    (tmp_path / "bad.toml").write_text("= nonsense")
+    with pytest.raises(ConfigError, match="is not TOML"):
+        parse_server_config(str(tmp_path / "bad.toml"))
