@@ -485,3 +485,44 @@ def test_compare_refuses_more_reruns_than_the_chain_has(tmp_path: Path, args: li
     res = compare(store, current, *[str(tmp_path / a) if a == "r.json" else a for a in args])
     assert res.returncode == 2
     assert message in res.stderr
+
+
+def test_an_ab_run_gets_the_same_verdicts_in_pytest_and_in_compare_alone(tmp_path: Path) -> None:
+    """An A/B run's document carries its baseline side: ``compare RESULTS``
+    judges it alone, pair by pair and count by count, as pytest's gate did
+    (a slower candidate, an extra round trip, the A/A guard, a pass)."""
+    from selftests.test_ab import ab_cell, rounds
+    from wanbench.gate.baseline import cell_key
+    from wanbench.gate.budget_file import default_budgets_path, load_budgets
+    from wanbench.pytest_plugin.gate import Gate
+
+    counts = {"round_trips": 1.0, "bytes_per_op.primary": 200.0}
+    current = [
+        ab_cell(rounds("same7-base", 0.5), rounds("same7-current"), level="0ms", census=counts, base_census=counts),
+        ab_cell(rounds("same8-base"), rounds("same8-current"), level="50ms",
+                census={**counts, "round_trips": 2.0}, base_census=counts),
+        ab_cell(rounds("same9-base", 0.5), rounds("same9-current"), level="100ms", aa=True, census=counts,
+                base_census=counts),
+    ]
+    for c in current[1:]:
+        c.scenario = "proxy" if c.level["label"] == "50ms" else "replica_read"
+    fp = Fingerprint.from_context({**CTX, "params": {**CTX["params"], "ab": True}})
+    gate = Gate(load_budgets(default_budgets_path("lab"), profile="lab"), BaselineStore(tmp_path / "store"), fp,
+                cells_planned=len(current), ab=True)
+    in_pytest = {cell_key(c).id: gate.judge_cell(c).status for c in current}
+    out = tmp_path / "verdicts.json"
+    res = compare(doc(tmp_path / "ab.json", current, params={**CTX["params"], "ab": True}), "--json", out)
+    assert res.returncode == 1, res.stdout + res.stderr
+    in_compare = {v["cell"]: v["status"] for v in json.loads(out.read_text())}
+    assert in_compare == in_pytest
+    assert in_pytest["rtt/primary/0ms/c=8/proxy/probe_read"] == "regression"
+    assert in_pytest["rtt/proxy/50ms/c=8/proxy/probe_read"] == "regression"  # one more round trip, counted
+    assert in_pytest["rtt/replica_read/100ms/c=8/proxy/probe_read"] != "regression"  # identical sides: guarded
+    assert not (tmp_path / "store").exists(), "an A/B run reads and writes no stored baseline"
+    # an A/B document is judged alone: BASELINE files beside it are refused
+    refused = compare(tmp_path / "ab.json", tmp_path / "ab.json")
+    assert refused.returncode == 2
+    assert "is an A/B run (--ab): it is judged against its own baseline side" in refused.stderr
+    lone = compare(base_runs(tmp_path)[0])
+    assert lone.returncode == 2
+    assert "give the accepted runs to judge it against first" in lone.stderr

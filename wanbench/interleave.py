@@ -124,16 +124,20 @@ class Interleaved:
     plan: tuple[bool, ...]
     #: why the cell ended before its planned rounds (``Enough``), else empty
     early_stop: Mapping[str, Any] | None = None
+    #: the ``workload_extra`` key of the record, and the name of the B side in it: a faulted cell's
+    #: level 0 (``interleave``, ``reference``) or an A/B run's baseline side (``wanbench.ab``)
+    key: str = KEY
+    other: str = "reference"
 
     def result(self) -> WorkloadResult:
-        """The cell's result: the faulted rounds as its rounds, the reference beside them."""
+        """The cell's result: the A rounds as its rounds, the B side's beside them."""
         f, ref = self.faulted, self.reference
         rounds_a = [r.to_json() for r in f.rounds]
         rounds_b = [r.to_json() for r in ref.rounds]
         record = {
             "order": "".join("A" if x else "B" for x in self.plan),
-            "reference": {"rounds": rounds_b, "latency_ms": ref.latency_ms.to_json(),
-                          "errors": ref.errors, "client": dict(ref.client)},
+            self.other: {"rounds": rounds_b, "latency_ms": ref.latency_ms.to_json(),
+                         "errors": ref.errors, "client": dict(ref.client)},
             **paired(rounds_a, rounds_b),
         }
         if self.early_stop:
@@ -142,7 +146,7 @@ class Interleaved:
             workload=f.workload, concurrency=f.concurrency, rounds=f.rounds, latency_ms=f.latency_ms,
             errors=f.errors, errors_by_code=f.errors_by_code, ignored_errors=f.ignored_errors,
             reconnects=f.reconnects, series=f.series, reports=(*f.reports, *ref.reports), client=f.client,
-            extra={**f.extra, KEY: record},
+            extra={**f.extra, self.key: record},
         )
 
 
@@ -194,10 +198,12 @@ def interleave_rounds(rounds: int, switch: Switch, run_round: Callable[[bool, in
 
 
 def run_interleaved(rounds: int, switch: Switch, run_round: Callable[[bool, int, int], T],
-                    merge: Callable[[Sequence[T]], WorkloadResult]) -> Interleaved:
-    """``interleave_rounds``, each side merged into one result (``merge``)."""
+                    merge: Callable[[Sequence[T]], WorkloadResult], *, key: str = KEY,
+                    other: str = "reference") -> Interleaved:
+    """``interleave_rounds``, each side merged into one result (``merge``);
+    ``key`` and ``other`` name the record (``Interleaved``)."""
     run = interleave_rounds(rounds, switch, run_round, merge)
-    return Interleaved(merge(run.faulted), merge(run.reference), run.plan, run.early_stop)
+    return Interleaved(merge(run.faulted), merge(run.reference), run.plan, run.early_stop, key, other)
 
 
 def reference_rounds(cell: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -287,7 +287,7 @@ def assess_cell(
     values that are not counts where they were measured (name -> value and
     why, ``wanbench.census.not_counts_of``): said in the notes, never judged."""
     census_list = [c for c in checks if c.kind == "census"]
-    checks = [c for c in checks if c.kind != "census"]
+    checks = [c for c in checks if c.kind not in ("census", "ab")]  # ab: only an A/B run has a baseline side
     pending = Pending(key, [], incomparable=tuple(incomparable), no_rounds=not any(current.values()))
     summary = summary_of(current)
     pending.run = RunSummary(summary, drops_of(summary, summary_of(level0)) if level0 else {})

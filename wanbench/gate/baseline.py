@@ -22,13 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wanbench import families
+from wanbench.ab import AbSide
 from wanbench.census import not_counts_of, values_of
 from wanbench.errors import ConfigError
 from wanbench.gate.budgets import CellKey
 from wanbench.gate.census_checks import CENSUS_VERSION, comparable_census
 from wanbench.gate.integrity import Problem, problems_of
-from wanbench.interleave import reference_rounds
+from wanbench.gate.samples import Samples, ab_side_of, reference_of, samples_of
 from wanbench.results import CellResult, write_json_atomic
 
 STORE_SCHEMA = 2
@@ -39,7 +39,6 @@ ENV_FIELDS = ("profile", "topology_shape", "client", "params")
 #: the client facts that are hardware; host name, Python version... are not
 CLIENT_FIELDS = ("cpu_model", "cores")
 DEFAULT_KEEP = 5
-Samples = dict[str, list[float]]
 
 
 @dataclass(frozen=True)
@@ -144,13 +143,16 @@ class RunCell:
     #: an accepted run keeps only this cell's census (its verdict failed on census checks that fewer
     #: than ``min_runs`` accepted runs backed: ``census_only_keep``), never its rounds
     census_only: bool = False
+    #: an A/B cell's baseline side (``wanbench.ab``); None in a run of one cluster
+    ab: AbSide | None = None
 
     @classmethod
     def of(cls, cell: CellResult | Mapping[str, Any]) -> RunCell:
         data = cell.to_json() if isinstance(cell, CellResult) else cell
         client = dict(data.get("client") or {})
         return cls(cell_key(cell), samples_of(data), is_level0(cell), client, problems_of(data),
-                   values_of(data.get("census")), reference_of(data), not_counts_of(data.get("census")))
+                   values_of(data.get("census")), reference_of(data), not_counts_of(data.get("census")),
+                   ab=ab_side_of(data))
 
 
 def run_entry_cells(cells: Sequence[RunCell]) -> dict[str, dict[str, Any]]:
@@ -175,50 +177,6 @@ def run_entry_cells(cells: Sequence[RunCell]) -> dict[str, dict[str, Any]]:
             entry["drop"] = drop
         out[c.key.id] = entry
     return out
-
-
-def _finite(values: Sequence[Any]) -> list[float]:
-    out = []
-    for v in values:
-        if v is None:
-            continue
-        f = float(v)
-        if not math.isnan(f):
-            out.append(f)
-    return out
-
-
-def round_samples(rounds: Sequence[Mapping[str, Any]]) -> Samples:
-    """What every round says, by metric: QPS, TPS, error rate, latency percentiles."""
-    out: Samples = {
-        "qps": _finite([r.get("qps") for r in rounds]),
-        "tps": _finite([r.get("tps") for r in rounds]),
-        "error_rate": _finite(
-            [r.get("errors", 0) / (r.get("queries", 0) + r.get("errors", 0)) for r in rounds
-             if (r.get("queries", 0) + r.get("errors", 0)) > 0]
-        ),
-    }
-    for p in ("p50", "p95", "p99"):
-        out[f"latency_ms.{p}"] = _finite([(r.get("latency_ms") or {}).get(p) for r in rounds])
-    return out
-
-
-def reference_of(cell: CellResult | Mapping[str, Any]) -> Samples:
-    """An interleaved cell's level-0 rounds (``wanbench.interleave``) as
-    samples; empty when its rounds were not interleaved."""
-    data = cell.to_json() if isinstance(cell, CellResult) else cell
-    return {k: v for k, v in round_samples(reference_rounds(data)).items() if v}
-
-
-def samples_of(cell: CellResult | Mapping[str, Any]) -> Samples:
-    """Per-round values by metric name: the raw material of every verdict.
-    Every cell's (``round_samples``) and what the families that own the cell
-    read from it (``wanbench.families``: TPC-C's tpmC, YCSB's per operation,
-    a heartbeat's RTO, ...)."""
-    data = cell.to_json() if isinstance(cell, CellResult) else cell
-    out = round_samples(list(data.get("rounds") or []))
-    out.update(families.samples_of(data))
-    return {k: v for k, v in out.items() if v}
 
 
 def within_run_spread(runs: Sequence[Samples]) -> dict[str, tuple[float, int]]:

@@ -174,7 +174,7 @@ class _Validator:
                     raise self.fail(mline, f"unknown metric {metric!r} (known: {', '.join(METRICS)})")
                 checks.append((kind, metric, self.limit(kind, metric, value, mline), mline, False))
         if not checks:
-            raise self.fail(line, "rule has no checks: add 'baseline', 'drop', 'level0', 'absolute' or 'census'")
+            raise self.fail(line, "rule has no checks: add 'baseline', 'drop', 'level0', 'absolute', 'census' or 'ab'")
         for kind in ("level0", "drop"):
             if not any(k == kind for k, *_ in checks):
                 continue
@@ -305,7 +305,7 @@ class _Validator:
                     + ("; error_rate has no drop check (use absolute)" if metric == "error_rate" else "")
                 )
             return float(m.group(1)) / 100.0
-        if kind in ("baseline", "level0"):
+        if kind in ("baseline", "level0", "ab"):
             m = _PCT.match(text)
             if not m:
                 raise self.fail(line, f"{metric}: {kind} limit {value!r} must be a percentage such as 5%")

@@ -23,6 +23,8 @@ A budget file is YAML::
                                  #   baseline runs' drop (seeds' "% drop")
       - absolute:                # fixed limits
           latency_ms.p95: 250ms  #   at most 250 ms (qps/tps/tpmc: at least)
+      - ab:                      # an A/B run (--ab): against its baseline side,
+          qps: 5%                #   pair by pair (wanbench.gate.ab_checks)
 
 ``baseline`` and ``drop`` checks compare whole runs: one summary per run
 (the median of its rounds), against the spread between accepted runs.
@@ -108,7 +110,7 @@ def all_families() -> tuple[str, ...]:
     return fault_families() + families.names(families.WORKLOAD) + outage_families()
 
 
-CHECK_KINDS = ("baseline", "drop", "level0", "absolute", "census")
+CHECK_KINDS = ("baseline", "drop", "level0", "absolute", "census", "ab")
 #: census metrics (``wanbench.census``), by first name part: a census rule's keys are
 #: glob patterns over these (``round_trips``, ``bytes_per_op.*``, ``work.*.statements``)
 CENSUS_PREFIXES = ("round_trips", "bytes_per_op", "work")
@@ -165,7 +167,7 @@ class CellKey:
 class Check:
     """One resolved limit on one metric of one cell."""
 
-    kind: str  # baseline | drop | level0 | absolute | census
+    kind: str  # baseline | drop | level0 | absolute | census | ab (an A/B run: against its baseline side)
     metric: str
     limit: float  # relative (0.05 = 5 %) for baseline/level0, points (0.05) for drop, a value for absolute
     line: int

@@ -1,4 +1,5 @@
-"""``python -m wanbench compare BASELINE [BASELINE ...] CURRENT``: the gate outside pytest.
+"""``python -m wanbench compare BASELINE [BASELINE ...] CURRENT``: the gate outside pytest;
+``python -m wanbench compare AB_RESULTS``: an A/B run (``--ab``) against its own baseline side.
 
 Every argument is a ``--results-json`` document or a baseline-store file.
 The baselines together are the accepted runs (one results document is one
@@ -14,6 +15,10 @@ is 1 when any verdict of any run fails its cell as pytest would (a
 regression, a broken cell: lost writes, a violated consistency check; with
 ``--gate-strict`` an undecided one), 0 otherwise (2 for unusable input), so
 a pipeline can gate on stored results.
+
+An A/B run's results document holds its baseline side beside every cell
+(``wanbench.ab``): given alone, it is judged against that side pair by pair
+(``wanbench.gate.ab_checks``), as pytest judged it.
 """
 
 from __future__ import annotations
@@ -56,6 +61,11 @@ class Side:
     cells: list[RunCell]
     store: BaselineFile
     release: str = ""
+
+    @property
+    def ab(self) -> bool:
+        """An A/B run's document: each cell carries its baseline side."""
+        return any(c.ab is not None for c in self.cells)
 
 
 def run_context(run: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -139,7 +149,7 @@ def merge_sides(sides: Sequence[Side]) -> Side:
     return Side(first.path, first.fingerprint, first.cells, store, sides[-1].release)
 
 
-def compare(base: Side, cur: Side, budgets: Budgets, *, release: str = "",
+def compare(base: Side | None, cur: Side, budgets: Budgets, *, release: str = "",
             earlier: Mapping[str, Sequence[RunSummary]] | None = None, look: int = 1,
             looks: int = 1) -> tuple[list[Verdict], dict[str, RunSummary]]:
     """Every cell of ``cur`` judged against ``base`` exactly as pytest judges
@@ -149,7 +159,10 @@ def compare(base: Side, cur: Side, budgets: Budgets, *, release: str = "",
     ``gate.correction: holm | bh | none`` in the budget file spreads alpha
     over the whole file at once instead, which pytest cannot do while tests
     are still running."""
-    lookup = comparability(base, cur, release=release)
+    if base is None:  # an A/B run: its cells carry their baseline side
+        lookup = Lookup(None, note="an A/B run is judged against its baseline side")
+    else:
+        lookup = comparability(base, cur, release=release)
     judge = Judge(budgets, lookup, earlier)
     for c in cur.cells:
         judge.remember(c.key, c.samples, is_level0=c.level0, reference=c.reference)
@@ -157,11 +170,12 @@ def compare(base: Side, cur: Side, budgets: Budgets, *, release: str = "",
     if budgets.policy.correction == "bonferroni":
         judged = [judge.verdict(c.key, c.samples, cells=n, looks=looks, look=look, client=c.client,
                                 problems=c.problems, census=c.census, reference=c.reference,
-                                not_counts=c.not_counts) for c in cur.cells]
+                                not_counts=c.not_counts, ab=c.ab) for c in cur.cells]
         return [v for v, _p in judged], {p.key.id: p.run for _v, p in judged}
     alpha = budgets.policy.alpha / max(1, looks)
     pending: list[Pending] = [judge.pending(c.key, c.samples, alpha_cell=alpha / n, client=c.client,
-                                            census=c.census, reference=c.reference, not_counts=c.not_counts)
+                                            census=c.census, reference=c.reference, not_counts=c.not_counts,
+                                            ab=c.ab)
                               for c in cur.cells]
     correct(pending, budgets.policy.correction)
     m = sum(1 for p in pending for o in p.outcomes if o.statistical)
@@ -179,7 +193,7 @@ class Judged:
     ends: str
 
 
-def compare_chain(base: Side, runs: Sequence[Side], budgets: Budgets, *, release: str = "", looks: int = 1,
+def compare_chain(base: Side | None, runs: Sequence[Side], budgets: Budgets, *, release: str = "", looks: int = 1,
                   strict: bool = False, warn: TextIO | None = None) -> list[Judged]:
     """The runs of a ``--gate-max-runs`` chain judged as the chain judged
     them: run 1 every cell, each later run with the cells the one before
@@ -252,10 +266,17 @@ def run(args: argparse.Namespace) -> int:
     if len(args.rerun) >= args.gate_max_runs > 1:
         raise ConfigError(f"--rerun: {len(args.rerun)} later run(s) but --gate-max-runs {args.gate_max_runs} "
                           f"allows at most {args.gate_max_runs - 1}")
-    base = merge_sides([load_side(p) for p in args.baseline])
-    runs = [load_side(args.current), *(load_side(p) for p in args.rerun)]
+    *baselines, current = args.files
+    runs = [load_side(current), *(load_side(p) for p in args.rerun)]
     cur = runs[0]
-    profile = (cur.fingerprint or base.fingerprint or Fingerprint("lab", {}, {}, {})).profile
+    if cur.ab and (baselines or args.rerun or args.gate_max_runs > 1):
+        raise ConfigError(f"{current} is an A/B run (--ab): it is judged against its own baseline side; give it "
+                          "alone, without BASELINE files, --rerun or --gate-max-runs")
+    if not cur.ab and not baselines:
+        raise ConfigError(f"{current}: give the accepted runs to judge it against first (BASELINE ... CURRENT); "
+                          "only an A/B run's results (--ab) are judged alone")
+    base = merge_sides([load_side(p) for p in baselines]) if baselines else None
+    profile = (cur.fingerprint or (base.fingerprint if base else None) or Fingerprint("lab", {}, {}, {})).profile
     budgets_path = Path(args.budgets) if args.budgets else default_budgets_path(profile)
     budgets = load_budgets(budgets_path, profile=profile if profile != "unknown" else None)
     judged = compare_chain(base, runs, budgets, release=args.release or "", looks=args.gate_max_runs,
@@ -283,9 +304,10 @@ def register(subparsers: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("baseline", metavar="BASELINE", nargs="+",
-                   help="results JSON or baseline-store files to compare against: the accepted runs")
-    p.add_argument("current", metavar="CURRENT", help="results JSON (or baseline-store file) of the run to judge")
+    p.add_argument("files", metavar="FILE", nargs="+",
+                   help="BASELINE [BASELINE ...] CURRENT: results JSON or baseline-store files to compare against "
+                        "(the accepted runs), then the results JSON (or baseline-store file) of the run to judge; "
+                        "or the results JSON of an A/B run (--ab) alone, judged against its own baseline side")
     p.add_argument("--budgets", metavar="FILE", default=None,
                    help="budget file. Default: wanbench/budgets/<profile>.yaml of CURRENT's profile.")
     p.add_argument("--release", metavar="NAME", default=None,

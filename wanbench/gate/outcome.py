@@ -195,7 +195,7 @@ class Outcome:
 
     @property
     def unit(self) -> str:
-        return "run" if self.check.per_run else "round"
+        return "run" if self.check.per_run else "pair" if self.check.kind == "ab" else "round"
 
     def to_json(self) -> dict[str, Any]:
         num = finite_or_none

@@ -58,6 +58,8 @@ def _sizes(o: Outcome) -> str:
     if o.unit == "run":
         runs = "run" if o.n_current == 1 else "runs"
         return f"{o.n_current} {runs} vs {o.n_reference} accepted"
+    if o.unit == "pair":
+        return f"{o.n_current} pair{'s' if o.n_current != 1 else ''} of candidate and baseline rounds"
     return f"{o.n_current} rounds vs {o.n_reference}"
 
 
@@ -102,6 +104,12 @@ def _undecided_text(o: Outcome, reason: str) -> str:
             f"detect is {_fmt_change(o, o.detectable)}: record more baseline runs, or let the gate repeat the run "
             "(--gate-max-runs)"
         )
+    if o.unit == "pair" and reason == R_ROUNDS_TOO_FEW:
+        return f"with {o.n_current} pair(s) no difference can reach p <= {o.alpha_each:.2g}: add pairs (--rounds)"
+    if o.unit == "pair":
+        return (f"too noisy to judge a {o.check.describe_limit()} budget: with {o.n_current} pairs the smallest "
+                f"{'drop' if o.check.higher_is_better else 'rise'} they could detect is "
+                f"{_fmt_change(o, o.detectable)}: add pairs (--rounds), or run when the machine is quieter")
     if reason == R_ROUNDS_TOO_FEW and (o.n_current < 2 or o.n_reference < 2):
         return (
             f"with {o.n_current} vs {o.n_reference} rounds no difference can reach p <= {o.alpha_each:.2g} "
@@ -123,6 +131,11 @@ def _undecided_text(o: Outcome, reason: str) -> str:
 def _guard_text(o: Outcome) -> str:
     """Why the A/A guard leaves a check undecided."""
     name = metric_name(o.check.metric)
+    if o.check.kind == "ab":
+        return (f"but the two sides are identical (an A/A run: no difference named, or --ab-aa on), so a "
+                f"{abs(o.guard_shift) * 100:.1f} % shift in {name}, more than the {o.guard_allowed * 100:.1f} % "
+                "budget, is the labs' or the machine's, not a release's: check the two sides' settings, or run "
+                "again when the machine is quieter")
     rule = ("its budget" if o.check.kind == "level0"
             else "the spread of the accepted runs' drops (99 % bound)")
     return (

@@ -33,8 +33,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from wanbench.ab import AbSide
 from wanbench.census import UNITS
 from wanbench.gate import census_checks
+from wanbench.gate.ab_checks import AB_REFERENCE, assess_ab_cell
 from wanbench.gate.assess import Pending, assess, assess_cell, assess_runs, correct, correct_online, with_drift
 from wanbench.gate.baseline import Lookup, Samples, drops_of, summary_of
 from wanbench.gate.budgets import Budgets, CellKey
@@ -127,8 +129,9 @@ def _judge_census(o: Outcome) -> Outcome:
     """One run decides: the census metric grew beyond its limit over the accepted runs' median, or not."""
     unit = UNITS.get(o.check.metric.split(".", 1)[0], "")
     change = f"{o.change * 100:+.1f}%" if o.check.relative else f"{o.change:+.3g}"
-    runs = f"{o.n_reference} accepted run{'s' if o.n_reference != 1 else ''}"
-    head = (f"{o.check.metric} {o.current:.3g} vs {o.reference:.3g} in the {runs} ({change}; {unit}; "
+    runs = (o.ref_what if o.ref_what == AB_REFERENCE else
+            f"the {o.n_reference} accepted run{'s' if o.n_reference != 1 else ''}")
+    head = (f"{o.check.metric} {o.current:.3g} vs {o.reference:.3g} in {runs} ({change}; {unit}; "
             f"census budget {o.check.describe_limit()})")
     if census_checks.beyond(o.check, o.current, o.reference):
         return replace(o, status=REGRESSION, reason=R_CENSUS_BEYOND, message=head)
@@ -313,11 +316,18 @@ class Judge:
 
     def pending(self, key: CellKey, samples: Samples, *, alpha_cell: float,
                 client: Mapping[str, Any] | None = None, census: Mapping[str, float] | None = None,
-                reference: Samples | None = None, not_counts: Mapping[str, str] | None = None) -> Pending:
+                reference: Samples | None = None, not_counts: Mapping[str, str] | None = None,
+                ab: AbSide | None = None) -> Pending:
         """``reference``: an interleaved cell's own level-0 rounds, its level 0
         (else the level-0 cell of this run that ``remember`` saw); ``not_counts``:
-        census values that are not counts where measured (only said, never judged)."""
+        census values that are not counts where measured (only said, never judged);
+        ``ab``: an A/B cell's baseline side, which it is judged against
+        (``wanbench.gate.ab_checks``) instead of stored runs."""
         checks = self.budgets.checks_for(key)
+        if ab is not None:
+            pending = assess_ab_cell(key, samples, checks, ab, alpha_cell=alpha_cell, census=census,
+                                     not_counts=not_counts)
+            return self._finish(pending, checks, client)
         lk = self.lookup
         baseline = lk.file.cell(key) if lk.file is not None else None
         found = None if key.is_level0 else self.level0.get(key.level0_group)
@@ -346,6 +356,9 @@ class Judge:
         )
         if lk.incomparable and lk.note:
             pending.notes.insert(0, lk.note)
+        return self._finish(pending, checks, client)
+
+    def _finish(self, pending: Pending, checks: Sequence[Any], client: Mapping[str, Any] | None) -> Pending:
         if not checks:
             pending.notes.append(f"no budget rule of {self.budgets.source} matches this cell")
         client = client or {}
@@ -358,7 +371,8 @@ class Judge:
                 problems: Sequence[Problem] = (),
                 census: Mapping[str, float] | None = None,
                 reference: Samples | None = None,
-                not_counts: Mapping[str, str] | None = None) -> tuple[Verdict, Pending]:
+                not_counts: Mapping[str, str] | None = None,
+                ab: AbSide | None = None) -> tuple[Verdict, Pending]:
         """One cell's verdict as the session decides it: the session's alpha
         split over ``cells`` gated cells and ``looks`` runs of a chain
         (Bonferroni), each cell's share over its own checks; ``look``: which
@@ -368,7 +382,7 @@ class Judge:
         m = max(1, cells) * max(1, looks)
         alpha = self.budgets.policy.alpha
         pending = self.pending(key, samples, alpha_cell=alpha / m, client=client, census=census,
-                               reference=reference, not_counts=not_counts)
+                               reference=reference, not_counts=not_counts, ab=ab)
         correct_online(pending, m)
         verdict = decide(pending, alpha=alpha, comparisons=m, problems=problems, repeating=looks > 1)
         if look > 1:

@@ -51,8 +51,15 @@ class EngineContext:
     #: server-side evidence), fresh for each measured run; None: nobody listens
     window: Callable[[], Any] = lambda: None
     #: the running cell's fault switch (``wanbench.interleave.Switch``) when its
-    #: rounds are to be interleaved with level-0 rounds; None: all rounds as they are
+    #: rounds are to be interleaved with level-0 rounds; None: all rounds as they are.
+    #: In an A/B run: the cell's ``CellSwitch`` (its early stop), with nothing to toggle
     interleave: Callable[[], Any] = lambda: None
+    #: an A/B run (``wanbench.ab``): the baseline's cluster, whose rounds alternate with the
+    #: candidate's (``cluster``) in every cell; None in a run of one cluster. An engine that can
+    #: do this says so (``ab = True`` on its class); the fixtures refuse A/B for the others
+    baseline: Any = None
+    #: the hooks the baseline side's measured windows report to (its own evidence)
+    baseline_window: Callable[[], Any] = lambda: None
 
 
 class WorkloadEngine(Protocol):

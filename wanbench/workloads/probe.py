@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from wanbench import ab
 from wanbench.errors import ConfigError
 from wanbench.interleave import Switch, run_interleaved
 from wanbench.results import Round, WorkloadResult
@@ -34,6 +35,8 @@ def make_runner(cluster: Any, path: str, workdir: Path) -> SysbenchRunner:
 class ProbeEngine:
     #: can draw its load from several hosts (``--load-hosts``)
     load_hosts = True
+    #: can alternate its rounds between a candidate and a baseline cluster (``--ab``, ``wanbench.ab``)
+    ab = True
 
     def __init__(self, ctx: EngineContext) -> None:
         self.ctx = ctx
@@ -46,19 +49,25 @@ class ProbeEngine:
         if self._hosts is not None:
             self._hosts.close()
 
-    def sysbench_runner(self, path: str) -> SysbenchRunner:
-        """One prepared runner per path (``proxy``/``direct``), made on first use."""
-        if path not in self._runners:
-            runner = make_runner(self.ctx.cluster, path, self.ctx.workdir / "probe" / path)
+    def sysbench_runner(self, path: str, side: str = "candidate") -> SysbenchRunner:
+        """One prepared runner per path (``proxy``/``direct``) and side (an A/B
+        run's ``baseline`` on its own cluster), made on first use."""
+        key = path if side == "candidate" else f"{side}/{path}"
+        if key not in self._runners:
+            cluster = self.ctx.baseline if side == "baseline" else self.ctx.cluster
+            runner = make_runner(cluster, path, self.ctx.workdir / ("probe" if side == "candidate" else
+                                                                    f"probe-{side}") / path)
             runner.prepare_probe()
-            self._runners[path] = runner
-        return self._runners[path]
+            self._runners[key] = runner
+        return self._runners[key]
 
     def runner(self, variant: str, path: str) -> Callable[[int], WorkloadResult]:
         if variant not in PROBE_KINDS:
             raise ConfigError(f"probe workload must be read or write, not {variant!r}")
         ctx = self.ctx
         runner = self.sysbench_runner(path)
+        # an A/B run: the baseline's runner, its data prepared now too (before any fault)
+        other = self.sysbench_runner(path, "baseline") if ctx.baseline is not None else None
         queries = ctx.option("queries") or DEFAULT_QUERIES[variant]
         rounds = ctx.option("rounds")
         timeout = ctx.option("round_timeout")
@@ -84,12 +93,15 @@ class ProbeEngine:
         def run(concurrency: int) -> WorkloadResult:
             # One short warm-up round (a fifth of the queries), not counted: caches,
             # connections and the fault's queues settle before measuring.
-            runner.window_hooks = None  # the warm-up is not measured
-            with ctx.step("warm up"):
-                runner.probe(variant, concurrency=concurrency, queries=max(2 * concurrency, queries // 5), rounds=1,
-                             timeout=timeout, max_seconds=cap / 5 if cap else None)
+            for r in (runner, other) if other is not None else (runner,):
+                r.window_hooks = None  # the warm-up is not measured
+                with ctx.step("warm up" if r is runner else "warm up (baseline)"):
+                    r.probe(variant, concurrency=concurrency, queries=max(2 * concurrency, queries // 5), rounds=1,
+                            timeout=timeout, max_seconds=cap / 5 if cap else None)
             window = ctx.window()
             switch = ctx.interleave()
+            if other is not None:
+                return sides(concurrency, switch or _same_faults, window, other)
             if switch is not None:
                 return interleaved(concurrency, switch, window)
             runner.window_hooks = window
@@ -117,6 +129,31 @@ class ProbeEngine:
                 return run_interleaved(rounds, switch, one, merge_results).result()
             finally:
                 runner.window_hooks = None
+
+        def sides(concurrency: int, switch: Switch, window: Any, other: SysbenchRunner) -> WorkloadResult:
+            """A/B: each candidate round beside a baseline round (ABBA), each side's
+            windows to its own cluster's evidence. The calibration handicaps
+            (--probe-extra-*) make the candidate's load generator do more: the
+            baseline's does what the probe does."""
+            other_window = ctx.baseline_window()
+
+            def one(candidate: bool, i: int, total: int) -> WorkloadResult:
+                runner.window_hooks = window if candidate else None
+                other.window_hooks = None if candidate else other_window
+                if candidate:
+                    part = runner.probe(variant, concurrency=concurrency, queries=queries, rounds=1, timeout=timeout,
+                                        max_seconds=cap, extra_round_trips=extra, extra_bytes=pad,
+                                        extra_reads=reads)
+                else:
+                    part = other.probe(variant, concurrency=concurrency, queries=queries, rounds=1, timeout=timeout,
+                                       max_seconds=cap)
+                on_round(i, part.rounds[0], total=total, side="candidate" if candidate else "baseline")
+                return part
+
+            try:
+                return run_interleaved(rounds, switch, one, merge_results, key=ab.KEY, other=ab.OTHER).result()
+            finally:
+                runner.window_hooks = other.window_hooks = None
 
         return run
 
@@ -156,6 +193,10 @@ class ProbeEngine:
             return result
 
         return run
+
+
+def _same_faults(candidate: bool) -> None:
+    """An A/B cell's sides are two clusters, each under the level's fault: nothing to toggle."""
 
 
 def _num(value: float | None, spec: str) -> str:

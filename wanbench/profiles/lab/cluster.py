@@ -46,6 +46,7 @@ from wanbench.profiles.lab.faults import (
 from wanbench.profiles.lab.layout import default_run_dir
 from wanbench.profiles.lab.offers import LabEvidence, LabReplicas, RunningLabControls
 from wanbench.profiles.lab.outages import LabOutages
+from wanbench.profiles.lab.server_settings import check_running, settings_of
 from wanbench.profiles.lab.servers import Lab
 from wanbench.sql import connect as sql_connect
 from wanbench.topology import Link, Scenario
@@ -306,6 +307,8 @@ class LabCluster:
             "mechanisms": {k.value: choose_mechanism(k, self.kernel) for k in FaultKind},
             "kernel": self.kernel.label,
             "endpoints": {p: "%s:%d" % self.lab.endpoint(p) for p in ("proxy", "direct")},
+            # what its SQL servers run with beyond the lab's own settings (an A/B run's sides differ by it)
+            **({} if (server := self.lab.server_settings).is_default else {"server": server.to_json()}),
         }
 
     def copies(self) -> list[RowSource]:
@@ -329,12 +332,15 @@ def open_lab(setup: ClusterSetup) -> Iterator[LabCluster]:
     """The embedded lab for a session: started unless it already runs, and
     then stopped again at the end (one that was running is left running)."""
     opt, note = setup.option, setup.note
+    server = settings_of(opt)
     lab = Lab(Path(opt("lab_dir") or default_run_dir(setup.rootpath)), opt("lab_port_base"), opt("lab_cpus"),
-              semisync_timeout_ms=opt("lab_semisync_timeout", None))
-    note(f"starting the lab in {lab.run_dir} (ports {lab.port_base}..{lab.port_base + 7})")
+              semisync_timeout_ms=opt("lab_semisync_timeout", None), server=server)
+    note(f"starting the lab in {lab.run_dir} (ports {lab.port_base}..{lab.port_base + 7})"
+         + ("" if server.is_default else f", its servers with {server.describe()}"))
     started = lab.up()
     if not started:
         note("the lab was already running: using it and leaving it running")
+        check_running(server, lab.server_settings, lab.run_dir)
         asked = opt("lab_semisync_timeout", None)
         if asked and asked != lab.semisync_timeout_ms:
             note(f"--lab-semisync-timeout {asked}ms ignored: the running lab keeps "

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from wanbench.errors import ConfigError
 from wanbench.profiles.lab.layout import DEFAULT_CPU_LAYOUT, FLAVOURS, default_run_dir
+from wanbench.profiles.lab.server_settings import ServerSettings
 from wanbench.profiles.lab.servers import Lab
 from wanbench.profiles.lab.tidb import TidbLab
 
@@ -27,6 +28,12 @@ def recorded_flavour(run_dir: str | os.PathLike[str] | None) -> str | None:
         return None
 
 
+def default_lab_dir(flavour: str, rootpath: str | os.PathLike[str] | None = None) -> Path:
+    """Where a lab of ``flavour`` lives when no --lab-dir is given (the TiDB lab beside the MariaDB one)."""
+    base = default_run_dir(rootpath)
+    return base.with_name("tidb-lab") if flavour == "tidb" else base
+
+
 def check_flavour(name: str) -> str:
     if name not in FLAVOURS:
         raise ConfigError(f"unknown lab flavour {name!r} (known: {', '.join(FLAVOURS)})")
@@ -35,8 +42,8 @@ def check_flavour(name: str) -> str:
 
 def open_lab(run_dir: str | os.PathLike[str] | None = None, port_base: int | None = None,
              cpu_layout: str = DEFAULT_CPU_LAYOUT, semisync_timeout_ms: int | None = None,
-             flavour: str | None = None) -> Lab:
+             flavour: str | None = None, server: ServerSettings | None = None) -> Lab:
     """The lab in ``run_dir`` as its flavour's class: ``flavour`` when given
     (a lab to start), else the one it was started with (MariaDB when none runs)."""
     name = check_flavour(flavour) if flavour else (recorded_flavour(run_dir) or "mariadb")
-    return CLASSES[name](run_dir, port_base, cpu_layout, semisync_timeout_ms=semisync_timeout_ms)
+    return CLASSES[name](run_dir, port_base, cpu_layout, semisync_timeout_ms=semisync_timeout_ms, server=server)

@@ -20,6 +20,7 @@ from wanbench.errors import InfrastructureError
 from wanbench.procs import find_binary, log_tail
 from wanbench.profiles.base import DATABASE, Credentials
 from wanbench.profiles.lab.layout import SQL_USER, socket_path
+from wanbench.profiles.lab.server_settings import ServerSettings
 from wanbench.sql import connect as sql_connect
 from wanbench.wait import wait_for
 
@@ -57,11 +58,14 @@ class LabMariadb:
         if res.returncode != 0:
             raise InfrastructureError(f"mariadb-install-db for {name} failed: {res.stderr.strip()[-500:]}")
 
-    def argv(self, name: str, *, port: int, server_id: int, semisync_timeout_ms: int) -> list[str]:
-        """``mariadbd``'s command line for one of the two servers."""
+    def argv(self, name: str, *, port: int, server_id: int, semisync_timeout_ms: int,
+             server: ServerSettings | None = None) -> list[str]:
+        """``mariadbd``'s command line for one of the two servers; ``server``: another
+        binary and extra options (both servers: a release is the primary's and the replica's)."""
         p = self.paths(name)
+        server = server or ServerSettings()
         argv = [
-            find_binary("mariadbd", "/usr/sbin/mariadbd"), "--no-defaults", f"--datadir={p['data']}",
+            server.binary or find_binary("mariadbd", "/usr/sbin/mariadbd"), "--no-defaults", f"--datadir={p['data']}",
             f"--socket={p['socket']}",
             f"--port={port}", "--bind-address=127.0.0.1", "--user=root", f"--server-id={server_id}",
             f"--tmpdir={p['tmp']}",
@@ -80,7 +84,7 @@ class LabMariadb:
                      "--rpl-semi-sync-master-wait-point=AFTER_COMMIT"]
         else:
             argv += ["--rpl-semi-sync-slave-enabled=ON", "--read-only=ON"]
-        return argv
+        return argv + list(server.options)  # last: mariadbd takes the last value of an option
 
     @contextmanager
     def admin(self, name: str, *, password: str | None | bool = True) -> Iterator[Any]:

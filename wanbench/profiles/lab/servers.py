@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import mysql.connector
 
 from wanbench import cpulimit
-from wanbench.errors import InfrastructureError
+from wanbench.errors import ConfigError, InfrastructureError
 from wanbench.evidence.prometheus import LabPrometheus
 from wanbench.faults.toxiproxy import ToxiproxyClient
 from wanbench.procs import (
@@ -46,6 +46,7 @@ from wanbench.procs import (
     spawn,
 )
 from wanbench.profiles.base import DATABASE, Credentials
+from wanbench.profiles.lab.components import LabComponents
 from wanbench.profiles.lab.layout import (
     COMPONENT_SERVICE,
     DEFAULT_CPU_LAYOUT,
@@ -70,6 +71,7 @@ from wanbench.profiles.lab.layout import (
     lab_topology,
 )
 from wanbench.profiles.lab.mariadb import LabMariadb, socket_of
+from wanbench.profiles.lab.server_settings import RESERVED_MARIADB, ServerSettings
 from wanbench.results import write_json_atomic
 from wanbench.sql import answers
 from wanbench.topology import Topology
@@ -83,7 +85,7 @@ if TYPE_CHECKING:
 ALL_SERVICES = ("haproxy", "replica", "primary", "tidb", "toxiproxy")
 
 
-class Lab:
+class Lab(LabComponents):
     """Start, inspect and stop the lab. Usable as a context manager: it
     starts the lab unless it already runs, and stops it only if it started it.
 
@@ -102,8 +104,11 @@ class Lab:
     default_port_base = DEFAULT_PORT_BASE
 
     def __init__(self, run_dir: str | os.PathLike[str] | None = None, port_base: int | None = None,
-                 cpu_layout: str = DEFAULT_CPU_LAYOUT, semisync_timeout_ms: int | None = None) -> None:
+                 cpu_layout: str = DEFAULT_CPU_LAYOUT, semisync_timeout_ms: int | None = None,
+                 server: ServerSettings | None = None) -> None:
         self.run_dir = Path(run_dir) if run_dir else default_run_dir()
+        #: what this lab's SQL servers are to run with when it starts (``server_settings``: what they run with)
+        self.server = server or ServerSettings()
         self.requested_layout = check_layout_name(cpu_layout)
         if semisync_timeout_ms is not None and semisync_timeout_ms <= 0:
             raise InfrastructureError(f"semi-sync timeout must be positive, not {semisync_timeout_ms!r} ms")
@@ -146,6 +151,11 @@ class Lab:
         """The running lab's rpl_semi_sync_master_timeout (a lab that was
         already up keeps the value it was started with)."""
         return int(self.state().get("semisync_timeout_ms", DEFAULT_SEMISYNC_TIMEOUT_MS))
+
+    @property
+    def server_settings(self) -> ServerSettings:
+        """The binary, extra options and config the running lab's SQL servers were started with."""
+        return ServerSettings.from_json(self.state().get("server"))
 
     @property
     def toxiproxy(self) -> ToxiproxyClient:
@@ -283,6 +293,7 @@ class Lab:
             # Left by a dead run (or half-started): clean slate.
             self._down()
         self._check_tools_and_ports()
+        self.check_server(self.server)
         self.run_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.run_dir, 0o700)
         password = secrets.token_urlsafe(18)
@@ -293,7 +304,8 @@ class Lab:
             "kind": "session", "pid": os.getpid(), "start_time": proc_start_time(os.getpid())}
         layout = CpuLayout.plan(self.requested_layout, os.sched_getaffinity(0))
         self.write_state(port_base=self.port_base, owner=owner_info, started=time.time(), cpus=layout.to_json(),
-                          semisync_timeout_ms=self.requested_semisync_timeout_ms, flavour=self.flavour)
+                          semisync_timeout_ms=self.requested_semisync_timeout_ms, flavour=self.flavour,
+                          server=self.server.to_json())
         self._started_here = True
         try:
             if owner_info["kind"] == "session":
@@ -313,6 +325,12 @@ class Lab:
         self.mariadb.init_primary()
         self._start_mariadb("replica", server_id=2)
         self.mariadb.init_replica(primary_port=self.port(P_REPLICA_PRIMARY))
+
+    def check_server(self, server: ServerSettings) -> None:
+        """Refuse settings this flavour cannot run with (``ConfigError`` naming the option)."""
+        server.check(RESERVED_MARIADB, self.flavour)
+        if server.config:
+            raise ConfigError("a config fragment is for the TiDB lab (tidb-server); give mariadbd options instead")
 
     def sql_versions(self) -> dict[str, str]:
         """What the running SQL tier says it is (``version`` in ``lab.json``, the run's fingerprint)."""
@@ -415,7 +433,8 @@ class Lab:
         p = self.mariadb.paths(name)
         port = self.port(P_PRIMARY if name == "primary" else P_REPLICA)
         server_id = int(self.state().get(f"{name}_server_id", 1 if name == "primary" else 2))
-        argv = self.mariadb.argv(name, port=port, server_id=server_id, semisync_timeout_ms=self.semisync_timeout_ms)
+        argv = self.mariadb.argv(name, port=port, server_id=server_id, semisync_timeout_ms=self.semisync_timeout_ms,
+                                 server=self.server_settings)
         h = spawn(name, argv, log=p["log"], pid_file=self._pid_file(name), cpus=self.cpu_layout.server)
         wait_for(lambda: self._alive_or_fail(h) and self.mariadb.run(name, "SELECT 1", password=password, probe=True),
                  what=f"MariaDB {name} on port {port}", timeout=60,
@@ -435,57 +454,6 @@ class Lab:
 
         wait_for(listening, what="HAProxy", timeout=20, transient=(OSError,),
                  hint=f"log: {log_tail(self.run_dir / 'haproxy.log')}")
-
-    # -- one component at a time (availability faults) -------------------------------
-    def service_of(self, component: str) -> str:
-        try:
-            return self.component_services[component]
-        except KeyError:
-            raise InfrastructureError(f"lab component {component!r} has no process of its own "
-                                      f"(known: {', '.join(self.component_services)})") from None
-
-    def pid_of(self, component: str) -> int:
-        """PID of the process that is ``component`` (proxy, primary, replica)."""
-        h = self.handle(self.service_of(component))
-        if h is None or not h.alive():
-            raise InfrastructureError(f"lab component {component} is not running")
-        return h.pid
-
-    def stop_component(self, component: str, *, timeout: float = 60.0) -> int:
-        """Stop one component cleanly (SIGTERM: MariaDB shuts down, HAProxy closes its
-        connections). Returns the PID that was stopped."""
-        service = self.service_of(component)
-        h = self.handle(service)
-        if h is None or not h.alive():
-            raise InfrastructureError(f"cannot stop lab component {component}: it is not running")
-        h.stop(timeout=timeout)
-        return h.pid
-
-    def start_component(self, component: str) -> int:
-        """Start one stopped component from its existing data and wait until the lab is
-        ready again: the server answers and the replica acknowledges commits."""
-        service = self.service_of(component)
-        h = self.handle(service)
-        if h is not None and h.alive():
-            raise InfrastructureError(f"lab component {component} is already running (pid {h.pid})")
-        if service == "haproxy":
-            self._start_haproxy()
-        else:
-            self._restart_sql_service(service)
-        return self.pid_of(component)
-
-    def _restart_sql_service(self, service: str) -> None:
-        """Start a stopped SQL server from its data, and wait until the tier is whole again."""
-        self._spawn_mariadb(service, password=True)
-        self._wait_replica_acks()
-
-    def restart_component(self, component: str) -> tuple[int, int]:
-        """Stop and start one component; (old PID, new PID)."""
-        old = self.stop_component(component)
-        return old, self.start_component(component)
-
-    def _wait_replica_acks(self, timeout: float = 60.0) -> None:
-        self.mariadb.wait_acks(timeout=timeout, again=True)
 
     def _wait_ready(self) -> None:
         self.mariadb.wait_acks(timeout=60)

@@ -39,6 +39,7 @@ from wanbench.profiles.lab.layout import (
     socket_path,
     tidb_lab_topology,
 )
+from wanbench.profiles.lab.server_settings import RESERVED_TIDB, ServerSettings
 from wanbench.profiles.lab.servers import Lab
 from wanbench.sql import connect as sql_connect
 from wanbench.topology import Topology
@@ -70,6 +71,47 @@ level = "warn"
 # (TiDB writes its slow-query log to its working directory otherwise)
 slow-query-file = "{run_dir}/tidb-slow.log"
 """
+
+
+def merged_config(base: str, fragment: str) -> str:
+    """The lab's tidb-server config with a user's TOML fragment merged over
+    it (``--candidate-server-config``): the fragment's values win, tables
+    merge key by key (TOML forbids a key or table given twice, so the two
+    cannot simply be concatenated)."""
+    if not fragment.strip():
+        return base
+    import tomllib
+
+    def merge(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+        out = dict(a)
+        for k, v in b.items():
+            out[k] = merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+        return out
+
+    return "# wanbench's TiDB lab config with a server config fragment merged over it\n" + _toml(
+        merge(tomllib.loads(base), tomllib.loads(fragment)))
+
+
+def _toml(table: dict[str, Any], prefix: str = "") -> str:
+    """A TOML document of ``table`` (strings, numbers, booleans, lists of them, nested tables)."""
+    def value(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (int, float)):
+            return repr(v)
+        if isinstance(v, list):
+            return "[" + ", ".join(value(x) for x in v) + "]"
+        return '"' + str(v).replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    def key(k: str) -> str:
+        return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else value(k)
+
+    lines = [f"{key(k)} = {value(v)}" for k, v in table.items() if not isinstance(v, dict)]
+    for k, v in table.items():
+        if isinstance(v, dict):
+            name = f"{prefix}{key(k)}"
+            lines.append(f"\n[{name}]\n" + _toml(v, f"{name}.").rstrip("\n"))
+    return "\n".join(lines) + "\n"
 
 
 def parse_tidb_version(text: str) -> dict[str, str]:
@@ -145,10 +187,14 @@ class TidbLab(Lab):
     def data_dir(self) -> Path:
         return self.run_dir / "tidb" / "data"
 
+    def check_server(self, server: ServerSettings) -> None:
+        server.check(RESERVED_TIDB, self.flavour)
+
     def _start_sql_tier(self) -> None:
         conf = self.run_dir / "tidb" / "tidb.toml"
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        conf.write_text(TIDB_CONFIG.format(run_dir=self.run_dir, socket=self.tidb_socket))
+        conf.write_text(merged_config(TIDB_CONFIG.format(run_dir=self.run_dir, socket=self.tidb_socket),
+                                      self.server_settings.config_text()))
         self._spawn_tidb()
         pw = self.credentials.password.replace("'", "''")
         # a fresh unistore has root without a password; give it ours first, then the SQL user
@@ -161,10 +207,11 @@ class TidbLab(Lab):
 
     def _spawn_tidb(self) -> None:
         log = self.run_dir / "tidb.log"
-        argv = [self.sql_tools()["tidb-server"],
+        server = self.server_settings
+        argv = [server.binary or self.sql_tools()["tidb-server"],
                 "--store=unistore", f"--path={self.data_dir}", f"--config={self.run_dir / 'tidb' / 'tidb.toml'}",
                 "--host=127.0.0.1", f"-P={self.port(P_TIDB)}", "--status-host=127.0.0.1",
-                f"--status={self.port(P_TIDB_STATUS)}", f"--log-file={log}"]
+                f"--status={self.port(P_TIDB_STATUS)}", f"--log-file={log}", *server.options]
         h = spawn("tidb", argv, log=self.run_dir / "tidb.out", pid_file=self._pid_file("tidb"),
                   cpus=self.cpu_layout.server, cwd=self.run_dir)  # any file it writes stays in the lab
         fresh = not (self.run_dir / "tidb" / ".initialised").exists()

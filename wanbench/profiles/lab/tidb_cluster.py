@@ -27,8 +27,10 @@ from wanbench.profiles.base import ClusterSetup
 from wanbench.profiles.capabilities import EVIDENCE, LAB_CONTROLS, OUTAGES, Offers
 from wanbench.profiles.lab import running
 from wanbench.profiles.lab.cluster import LabCluster
-from wanbench.profiles.lab.layout import P_TIDB, default_run_dir
+from wanbench.profiles.lab.flavours import default_lab_dir
+from wanbench.profiles.lab.layout import P_TIDB
 from wanbench.profiles.lab.offers import RunningLabControls
+from wanbench.profiles.lab.server_settings import check_running, settings_of
 from wanbench.profiles.lab.tidb import STORAGE_NOTE, TidbLab
 from wanbench.profiles.tidb.views import SYSBENCH_IGNORE_ERRORS
 from wanbench.sql import SqlTarget
@@ -97,12 +99,15 @@ class TidbLabCluster(LabCluster):
 def open_tidb_lab(setup: ClusterSetup) -> Iterator[TidbLabCluster]:
     """The TiDB lab for a session: started unless it already runs (then left running)."""
     opt, note = setup.option, setup.note
-    run_dir = Path(opt("lab_dir") or default_run_dir(setup.rootpath).with_name("tidb-lab"))
-    lab = TidbLab(run_dir, opt("lab_port_base"), opt("lab_cpus"))
-    note(f"starting the TiDB lab in {lab.run_dir} (ports {lab.port_base}..{lab.port_base + 7}): {STORAGE_NOTE}")
+    run_dir = Path(opt("lab_dir") or default_lab_dir("tidb", setup.rootpath))
+    server = settings_of(opt)
+    lab = TidbLab(run_dir, opt("lab_port_base"), opt("lab_cpus"), server=server)
+    note(f"starting the TiDB lab in {lab.run_dir} (ports {lab.port_base}..{lab.port_base + 7}): {STORAGE_NOTE}"
+         + ("" if server.is_default else f"; tidb-server with {server.describe()}"))
     started = lab.up()
     if not started:
         note("the TiDB lab was already running: using it and leaving it running")
+        check_running(server, lab.server_settings, lab.run_dir)
     try:
         yield TidbLabCluster(lab, tag=setup.tag, grace_s=opt("fault_grace"), lease_s=opt("fault_lease"))
     finally:
