@@ -248,6 +248,10 @@ class RoundHooks:
     def after_query(self, run: QueryRun) -> None:
         """Right after it ended (answer check included)."""
 
+    def round_done(self) -> None:
+        """After the round's last query, while its connection is still open (a measured window
+        ends here, so its last look at the link's socket still finds the round's bytes)."""
+
 
 @dataclass
 class _Session:
@@ -361,7 +365,10 @@ def run_round(target: SqlTarget, scale_factor: float, *, seed: int | None = None
             runs.append(run)
             hooks.after_query(run)
     finally:
-        session.drop()
+        try:
+            hooks.round_done()
+        finally:
+            session.drop()
     return RoundResult(scale_factor, seed if params is None else None, tuple(runs), time.monotonic() - start,
                        reconnects=max(0, session.connects - 1))
 

@@ -33,7 +33,7 @@ from wanbench.report.tables import text_table
 from wanbench.results import WorkloadResult
 from wanbench.sql import SqlTarget
 from wanbench.workloads import tpch_load
-from wanbench.workloads.tpch import RoundHooks, RoundResult, run_round, to_workload_result
+from wanbench.workloads.tpch import QueryRun, RoundHooks, RoundResult, run_round, to_workload_result
 from wanbench.workloads.tpch_answers import Reference
 from wanbench.workloads.tpch_data import Dataset, generate, parse_scale_factor, sf_label
 from wanbench.workloads.tpch_queries import STREAM0_ORDER, stream_params
@@ -134,10 +134,11 @@ class TpchEngine:
                 w.prepare()
                 w.begin()
             try:
-                r = run_round(target, sf, params=params, reference=reference, query_timeout=timeout, hooks=hooks)
+                r = run_round(target, sf, params=params, reference=reference, query_timeout=timeout,
+                              hooks=hooks if w is None else _EndsWindow(hooks or RoundHooks(), w.end))
             finally:
                 if w is not None:
-                    w.end()
+                    w.end()  # (a no-op when the round ended it)
             r = dataclasses.replace(r, seed=seed)
             ctx.progress(f"  tpch SF {sf_label(sf)} round {i}/{total}{'' if faulted else ' (level 0)'}: "
                          + round_line(r))
@@ -156,6 +157,25 @@ class TpchEngine:
         for ref in self._references.values():
             ref.close()
         self._references.clear()
+
+
+class _EndsWindow(RoundHooks):
+    """The cell's hooks, and the measured window ended when the round's last answer is in, before
+    its one connection closes: the socket counters of the links die with the connection, and a
+    round of a second or less could end between two of the window's polls and count no bytes."""
+
+    def __init__(self, hooks: RoundHooks, end: Callable[[], None]) -> None:
+        self.hooks, self.end = hooks, end
+
+    def before_query(self, number: int, connection_id: int | None) -> None:
+        self.hooks.before_query(number, connection_id)
+
+    def after_query(self, run: QueryRun) -> None:
+        self.hooks.after_query(run)
+
+    def round_done(self) -> None:
+        self.hooks.round_done()
+        self.end()
 
 
 def round_line(r: RoundResult) -> str:
