@@ -19,7 +19,7 @@ import pytest
 
 from selftests.labutil import free_port_base
 from wanbench.evidence.finding import Point, finding_for
-from wanbench.evidence.prometheus import PromClient, find_prometheus, tidb_evidence, tidb_queries
+from wanbench.evidence.prometheus import PromClient, find_prometheus, host_links, tidb_evidence, tidb_queries
 from wanbench.evidence.windows import TidbWindows
 from wanbench.procs import spawn
 from wanbench.profiles.tidb.topology import load_cluster
@@ -133,3 +133,11 @@ def test_unreachable_prometheus_is_an_error_note_not_a_failure() -> None:
     ev = windows.take()
     assert ev is not None
     assert "not reachable" in ev["error"]
+
+
+def test_a_loopback_host_has_no_nic_bytes_of_the_cluster() -> None:
+    """The TiDB lab's tidb-server is 127.0.0.1: its traffic is all on ``lo``, which the query
+    leaves out, so the host's other NICs carried 0.0 bytes per query of it (TPC-H on the TiDB lab,
+    2026-11-27). Such a host is left out instead of reported as a link that carried nothing."""
+    links = host_links({"127.0.0.1": 900.0, "10.0.0.5": 5e6, "localhost": 1.0, "::1": 2.0}, {"10.0.0.5": 1e6})
+    assert links == {"host 10.0.0.5": {"in_bytes_per_s": 5000000, "out_bytes_per_s": 1000000}}

@@ -23,6 +23,7 @@ process, never the system services.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -140,6 +141,20 @@ def _host(instance: str) -> str:
     return instance.rsplit(":", 1)[0]
 
 
+def host_links(rx: Mapping[str, float], tx: Mapping[str, float]) -> dict[str, dict[str, int]]:
+    """NIC bytes per second by host (loopback devices excluded by the query). A host named by a
+    loopback address (the TiDB lab) is left out: its components talk over ``lo``, so its other
+    devices' bytes are some other program's, not the cluster's."""
+    def loopback(host: str) -> bool:
+        try:
+            return ipaddress.ip_address(host.strip("[]")).is_loopback
+        except ValueError:
+            return host == "localhost"
+
+    return {f"host {h}": {"in_bytes_per_s": round(rx.get(h, 0.0)), "out_bytes_per_s": round(tx.get(h, 0.0))}
+            for h in sorted(set(rx) | set(tx)) if not loopback(h)}
+
+
 def _pool(thread: str) -> str:
     """TiKV thread name -> its pool (``grpc-server-0`` -> ``grpc-server``)."""
     return re.sub(r"[-_]?\d+$", "", thread) or thread
@@ -210,10 +225,8 @@ def tidb_evidence(client: PromClient, start: float, end: float) -> dict[str, Any
         inst[pool] = round(inst.get(pool, 0.0) + v, 3)
     if pools:
         ev["tikv_thread_cpu_cores"] = pools
-    rx = {_host(m["instance"]): v for m, v in client.query(q["net_rx"], end)}
-    tx = {_host(m["instance"]): v for m, v in client.query(q["net_tx"], end)}
-    ev["links"] = {f"host {h}": {"in_bytes_per_s": round(rx.get(h, 0.0)), "out_bytes_per_s": round(tx.get(h, 0.0))}
-                   for h in sorted(set(rx) | set(tx))}
+    ev["links"] = host_links({_host(m["instance"]): v for m, v in client.query(q["net_rx"], end)},
+                             {_host(m["instance"]): v for m, v in client.query(q["net_tx"], end)})
     samples: list[tuple[str, dict[str, str], float]] = []
     for key, expr in q.items():
         if not key.startswith("census."):
