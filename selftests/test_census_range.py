@@ -100,6 +100,26 @@ def test_fsyncs_paced_by_the_once_a_second_flush_need_a_quarter_per_operation_mo
     assert beyond(fsyncs, 1.02, 0.02)  # a release that syncs every commit
 
 
+@pytest.mark.parametrize(("ops", "bytes_count", "statements_count"), [
+    (2652, False, False),  # 10.6 per connection: 225 bytes per read, against 195 at 26 (a false alarm before)
+    (6512, False, True),  # 26 per connection
+    (15000, True, True),  # 60 per connection
+])
+def test_bytes_need_more_operations_per_connection_than_statements(ops: int, bytes_count: bool,
+                                                                    statements_count: bool) -> None:
+    """A connection's own set-up is 1 statement and about 530 bytes on the lab: under 5 % of a read's
+    175 bytes from 60 operations per connection on, of its 1 statement from 20 on."""
+    from wanbench.census import MIN_OPS_PER_CONNECTION, connection_why_not
+
+    cell = {"concurrency": 250, "rounds": [{"seconds": 1.0, "qps": float(ops), "queries": ops}],
+            "workload_extra": {"queries_per_round": 1_000_000}}  # cut short by --round-cap
+    for name, counts in (("bytes_per_op", bytes_count), ("statements", statements_count)):
+        why = connection_why_not(cell, minimum=MIN_OPS_PER_CONNECTION[name])
+        assert (why is None) is counts, (name, why)
+    cell["workload_extra"] = {"queries_per_round": ops}  # every round ran all it planned
+    assert connection_why_not(cell, minimum=MIN_OPS_PER_CONNECTION["bytes_per_op"]) is None
+
+
 def test_replica_work_over_few_operations_is_not_a_count() -> None:
     """The replica deletes from mysql.gtid_slave_pos once every 64 applied transactions: over 50
     writes one batch more or less moved its handler calls from 2.52 to 5.08 per write in two runs of
