@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from collections.abc import Callable
@@ -139,3 +140,26 @@ def test_teardown_ends_ssh_sessions_a_client_left_open(tmp_path: Path, alive: Ca
         assert not [p for p in pids if alive(p)], "processes of a deleted namespace host survived teardown"
     finally:
         ex.close()
+
+
+def test_a_dead_processs_tagged_network_is_swept_and_a_live_ones_kept() -> None:
+    """``wb<pid><tag>-*`` namespaces (a process with two networks at once) are swept like
+    ``wb<pid>-*`` once that process is gone, and never while it runs."""
+    from wanbench import netns
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # a PID that no process has now
+    names = [f"wb{dead.pid}l-br", f"wb{os.getpid()}z-br"]
+    for ns in names:
+        subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        removed = netns.sweep_stale_networks()  # (another worker's sweep may have taken the dead one first)
+        listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout.split()
+        assert names[0] not in listed
+        assert names[1] not in removed
+        assert names[1] in listed
+    finally:
+        for ns in names:
+            subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
+    with pytest.raises(ValueError, match="one lowercase letter"):
+        NetnsNetwork("/nonexistent", tag="ab")

@@ -1,6 +1,6 @@
 """The TiDB profile end to end, on a live tidb-server (issue #30, item 4).
 
-One namespace host ``wb<pid>-h1`` (198.18.66.0/24; a killed run's is swept by the next) with its own sshd runs a
+One namespace host ``wb<pid>l-h1`` (198.18.66.0/24; a killed run's is swept by the next) with its own sshd runs a
 real tidb-server (``bin/tidb-server``, built by ``scripts/setup --tidb``;
 storage in-process) bound to the host's address, and, because a tiup
 topology has a PD and the profile asks it who leads, a PD stand-in that
@@ -217,8 +217,9 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         used = netns._sh("ip", "-o", "-4", "addr", "show").stdout
         assert f" 198.18.{OCTET}." not in used, f"198.18.{OCTET}.0/24 is already in use on this machine"
         mp.setattr(netns, "_free_octet", lambda start, net="198.18": OCTET)
-        # named after this process (wb<pid>-h1), so that a killed run's network is swept by the next
-        with NetnsNetwork(workdir / "net", hosts=1, private_run=True) as net:
+        # named after this process (wb<pid>l-h1: the session's own network in selftests/conftest.py is
+        # wb<pid>-h1), so that a killed run's network is swept by the next
+        with NetnsNetwork(workdir / "net", hosts=1, private_run=True, tag="l") as net:
             try:
                 h = net.host("h1")
                 (workdir / "tidb").mkdir()

@@ -168,7 +168,9 @@ def test_under_a_10mbit_cap_bytes_and_predicted_time_per_query(lab: Lab, cache: 
     q16 = rows["Q16"]  # the largest result at SF 0.01 (about 12 kB): about 10 ms through 10 Mbit/s
     assert q16["cap_mbit"] == 10.0
     assert q16["predicted_s"] == pytest.approx(q16["result_bytes"] * 8 / 10e6)
-    assert q16["seconds"] >= 0.8 * q16["predicted_s"]  # no faster than the cap lets the bytes through
+    # no lower bound on its time: the cap's burst (50 ms of its rate: 62.5 kB at 10 Mbit/s) holds all
+    # of 12 kB, so after a pause the result may pass at line rate (7.2 ms against 9.5 predicted, once)
+    assert q16["seconds"] > 0
     census = capped["census"]["metrics"]
     assert census["bytes_per_op.primary"]["value"] > 100  # bytes per query, from the server's counters
     assert capped["census"]["link_bytes_per_op"]["proxy_primary"] > 100  # ... and on the faulted link

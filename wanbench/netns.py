@@ -69,7 +69,8 @@ def _free_octet(start: int, net: str = "198.18") -> int:
     raise InfrastructureError(f"no free {net}.N.0/24 subnet for namespace hosts")
 
 
-_OURS = re.compile(r"^wb(\d+)-(br|h\d+)$")
+#: a network of the harness process with this PID (and a letter of its own, when one process makes two)
+_OURS = re.compile(r"^wb(\d+)([a-z]?)-(br|h\d+)$")
 
 
 def _delete_ns(ns: str) -> None:
@@ -97,7 +98,7 @@ def sweep_stale_networks() -> list[str]:
         except ProcessLookupError:
             pass
         _delete_ns(ns)
-        _sh("ip", "link", "del", f"wb{m[1]}r", check=False)
+        _sh("ip", "link", "del", f"wb{m[1]}{m[2]}r", check=False)
         removed.append(ns)
     return removed
 
@@ -110,9 +111,12 @@ class NetnsNetwork:
     """
 
     def __init__(self, workdir: str | os.PathLike[str], *, hosts: int = 3, prefix: str | None = None,
-                 net: str = "198.18", private_run: bool = False) -> None:
+                 net: str = "198.18", private_run: bool = False, tag: str = "") -> None:
         """``net``: the first two octets of the hosts' addresses (``net``.N.0/24), so
         suites running side by side can keep to ranges of their own.
+
+        ``tag``: a letter after the PID in the names (``wb<pid><tag>-h1``), for a process that
+        makes two networks at once; either is swept like any other once the process is gone.
 
         ``private_run``: each host's sshd (and so everything run over SSH there, dead-man
         timers included) sees a ``/run/wanbench`` of its own (a tmpfs in the sshd's mount
@@ -123,12 +127,14 @@ class NetnsNetwork:
             raise ValueError("hosts must be >= 1")
         self.workdir = Path(workdir)
         self.count = hosts
-        self.prefix = prefix or f"wb{os.getpid()}"
+        if not re.fullmatch(r"[a-z]?", tag):
+            raise ValueError(f"tag {tag!r}: one lowercase letter, or none")
+        self.prefix = prefix or f"wb{os.getpid()}{tag}"
         if not re.fullmatch(r"\d{1,3}\.\d{1,3}", net):
             raise ValueError(f"net {net!r}: give the first two octets, e.g. 198.18")
         self.net = net
         self.private_run = private_run
-        if len(self.prefix) > 9:
+        if len(self.prefix) > 10 or (len(self.prefix) == 10 and hosts > 9):  # "<prefix>h<N>b" <= 15
             raise ValueError(f"prefix {self.prefix!r} too long for interface names")
         self.bridge_ns = f"{self.prefix}-br"
         self.root_if = f"{self.prefix}r"
