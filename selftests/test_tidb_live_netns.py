@@ -52,6 +52,7 @@ from wanbench import netns
 from wanbench.errors import InfrastructureError
 from wanbench.netns import NetnsNetwork
 from wanbench.procs import log_tail
+from wanbench.profiles.lab.layout import socket_path
 from wanbench.profiles.lab.tidb import TIDB_BINARY
 from wanbench.sql import connect as sql_connect
 from wanbench.wait import wait_for
@@ -223,7 +224,10 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
             try:
                 h = net.host("h1")
                 (workdir / "tidb").mkdir()
-                (workdir / "tidb.toml").write_text('[log]\nlevel = "warn"\n')
+                (workdir / "tidb.toml").write_text(  # every file of tidb-server's in workdir, none in /tmp
+                    f'temp-dir = "{workdir}/tidb-tmp"\ntmp-storage-path = "{workdir}/tidb-tmp-storage"\n'
+                    f'socket = "{socket_path(workdir / "tidb.sock")}"\n'
+                    f'[log]\nlevel = "warn"\nslow-query-file = "{workdir}/tidb-slow.log"\n')
                 tidb = _start("tidb-server", [
                     "ip", "netns", "exec", h.netns, str(TIDB_BINARY), "--store=unistore",
                     f"--path={workdir / 'tidb'}", f"--config={workdir / 'tidb.toml'}", f"--host={h.address}",
