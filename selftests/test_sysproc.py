@@ -58,6 +58,7 @@ def test_files_come_back_secret_is_redacted_and_scratch_goes(script: Path) -> No
     assert not options.exists(), "the options file was left behind"
     work = Path(res.text.split("holding in ")[1].split()[0])
     assert work.name.startswith("wanbench-run-")
+    assert options.parent == work  # a runner killed with kill -9 leaves it to the next run's sweep
     assert not work.exists(), "the scratch directory was left behind"
 
 

@@ -72,10 +72,13 @@ class ProcessRun:
 
 
 @contextmanager
-def options_file(options: Sequence[str], *, prefix: str = "wanbench-sysbench-") -> Iterator[Path]:
+def options_file(options: Sequence[str], *, prefix: str = "wanbench-sysbench-",
+                 directory: Path | None = None) -> Iterator[Path]:
     """sysbench options (``name=value`` lines, e.g. the password) in a 0600
-    file for ``--config-file``, removed afterwards."""
-    fd, name = tempfile.mkstemp(prefix=prefix, suffix=".cfg")
+    file for ``--config-file``, removed afterwards. ``directory``: the run's
+    scratch directory, so that a runner killed with ``kill -9`` leaves the
+    file to the next run's sweep instead of in /tmp for good."""
+    fd, name = tempfile.mkstemp(prefix=prefix, suffix=".cfg", dir=directory)
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write("".join(o + "\n" for o in options))
@@ -151,7 +154,7 @@ def run(
         full_env.update(env or {})
         full_env[SCRATCH_ENV] = str(work)
         if secrets:
-            with options_file(secrets) as cfg:
+            with options_file(secrets, directory=work) as cfg:
                 full = [argv[0], f"--config-file={cfg}", *argv[1:]]
                 result = _supervise(full, what=what, timeout=timeout, threads=threads, cpus=cpus, env=full_env,
                                     window_marker=window_marker, redact=hide, on_output=on_output, window=window)
