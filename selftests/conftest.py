@@ -36,7 +36,7 @@ from typing import Any
 import pytest
 from xdist.scheduler import LoadScopeScheduling
 
-from selftests.labutil import pid_alive
+from selftests.labutil import netns_missing, pid_alive
 from wanbench.executors.ssh import SSHExecutor
 from wanbench.netns import NetnsNetwork
 
@@ -142,19 +142,10 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return MachineGroupScheduling(config, log, config.stash[_GROUPS_DIR])
 
 
-def _missing_prerequisite() -> str | None:
-    if os.geteuid() != 0:
-        return "network namespaces need root"
-    for tool in ("ip", "tc", "nft", "ssh-keygen", "/usr/sbin/sshd", "python3"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not installed"
-    return None
-
-
 @pytest.fixture(scope="session")
 def netns_net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetnsNetwork]:
     """Three hosts h1..h3 on one bridge, each with its own sshd; the runner sits at ``.gateway``."""
-    reason = _missing_prerequisite()
+    reason = netns_missing("tc", "nft", "python3")
     if reason:
         pytest.skip(reason)
     with NetnsNetwork(tmp_path_factory.mktemp("netns"), hosts=3) as net:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import signal
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from wanbench.procs import proc_state
 
@@ -21,6 +25,31 @@ def as_at_a_terminal() -> None:
     ignored, every child inherits that, and Python then never raises
     KeyboardInterrupt: the test would measure how it was launched."""
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def needs(*tools: str) -> None:
+    """Skip the calling test unless every tool is here: on PATH, in /usr/sbin, in the project's
+    environment or its ``bin/`` (scripts/setup puts toxiproxy-server and tpchgen-cli there). Under
+    CI (``CI=true``), which installs them all (.ci/run), a missing one fails the test instead: a
+    skipped lab test there would be a check that silently did not run."""
+    dirs = [os.environ.get("PATH", ""), "/usr/sbin", "/usr/local/sbin", str(Path(sys.executable).parent),
+            str(ROOT / "bin")]
+    for tool in tools:
+        if shutil.which(tool, path=os.pathsep.join(dirs)) is None:
+            if os.environ.get("CI") == "true":
+                pytest.fail(f"{tool} is missing, and CI installs it (.ci/run runs scripts/setup)")
+            pytest.skip(f"{tool} is not installed (scripts/setup)")
+
+
+def netns_missing(*tools: str) -> str | None:
+    """Why a test of namespace hosts cannot run here (None: it can): root, ``ip`` and
+    sshd, which every such test needs, and ``tools``."""
+    if os.geteuid() != 0:
+        return "network namespaces need root"
+    for tool in ("ip", "ssh-keygen", "/usr/sbin/sshd", *tools):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed"
+    return None
 
 
 def suite_cmd(*args: str) -> list[str]:

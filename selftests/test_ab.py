@@ -205,6 +205,12 @@ def test_an_ab_run_collects_the_fault_matrix_and_skips_the_other_families(tmp_pa
     assert res.returncode == 0, res.stdout + res.stderr
     assert "test_rtt[primary-50ms-c10]" in res.stdout
     assert not (tmp_path / "lab").exists(), "collection must not start a lab"
+    res = run_pytest("-rs", "--ab", "tests/sysbench", "--concurrency", "10", "--lab-dir", str(tmp_path / "lab"))
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert ("--ab: the sysbench family does not run A/B yet (only the fault families on the probe engine do: "
+            "rtt, bandwidth, loss)") in res.stdout
+    assert " passed" not in res.stdout
+    assert not (tmp_path / "lab").exists(), "skipped cells must not start a lab"
 
 
 def test_ab_on_tidb_opens_both_clusters_and_dry_runs_both_plans(tmp_path: Path) -> None:

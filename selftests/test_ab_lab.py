@@ -6,14 +6,13 @@ run the same way, and both labs are gone at the end."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from selftests.labutil import ROOT, free_port_base, load_results, run_suite
+from selftests.labutil import ROOT, free_port_base, load_results, needs, run_suite
 from selftests.test_results_schema import assert_valid, strict_load
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -21,9 +20,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 @pytest.fixture(autouse=True)
 def _servers() -> None:
-    for tool in ("mariadbd", "sysbench", "haproxy"):
-        if shutil.which(tool) is None:
-            pytest.skip(f"{tool} is not installed")
+    needs("mariadbd", "sysbench", "haproxy")
 
 
 def ab_run(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], Path]:

@@ -6,12 +6,13 @@ statements, and nothing left running."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from selftests.labutil import needs
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "bench" / "callgrind_census"
@@ -20,9 +21,7 @@ SCRIPT = ROOT / "bench" / "callgrind_census"
 @pytest.mark.lab
 @pytest.mark.slow
 def test_a_tiny_window_is_counted_per_statement(tmp_path: Path) -> None:
-    for tool in ("valgrind", "callgrind_control", "mariadbd", "mariadb-install-db", "sysbench"):
-        if shutil.which(tool) is None and not Path("/usr/sbin", tool).exists():
-            pytest.skip(f"{tool} is not installed")
+    needs("valgrind", "callgrind_control", "mariadbd", "mariadb-install-db", "sysbench")
     out = tmp_path / "cg.json"
     res = subprocess.run(
         [sys.executable, str(SCRIPT), "--runs", "1", "--statements", "5", "--warmup", "3", "--settle", "0",

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from selftests.labutil import free_port_base
+from selftests.labutil import free_port_base, needs
 from wanbench.profiles.lab.servers import Lab
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,9 +50,7 @@ def test_the_document_holds_the_recipe() -> None:
 
 
 def _need_lab_tools() -> None:
-    for tool in ("mariadbd", "haproxy"):
-        if shutil.which(tool) is None:
-            pytest.skip(f"{tool} is not installed")
+    needs("mariadbd", "haproxy")
 
 
 def _pytest(cwd: Path, lab: Path, base: int, store: Path, *more: str, env: dict[str, str] | None = None

@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 import math
 import random
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from selftests.labutil import needs
 from wanbench.gate.calibration import Calibration, judge_runs, log_sd, windows
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -70,11 +70,7 @@ def test_log_sd() -> None:
 @pytest.mark.lab
 @pytest.mark.slow
 def test_script_runs_every_side_as_a_separate_invocation(tmp_path: Path) -> None:
-    for tool in ("mariadbd", "mariadb-install-db", "sysbench", "haproxy"):
-        if shutil.which(tool) is None:
-            pytest.skip(f"{tool} is not installed")
-    if not (ROOT / "bin" / "toxiproxy-server").exists():
-        pytest.skip("bin/toxiproxy-server is not installed (scripts/setup)")
+    needs("mariadbd", "mariadb-install-db", "sysbench", "haproxy", "toxiproxy-server")
     out = tmp_path / "cal.json"
     res = subprocess.run(
         [sys.executable, str(SCRIPT), "--workloads", "read", "--same", "1", "--handicapped", "1",

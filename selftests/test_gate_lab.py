@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import statistics
 from pathlib import Path
 
 import pytest
 
-from selftests.labutil import run_suite
+from selftests.labutil import needs, run_suite
 from wanbench.profiles.lab.servers import Lab
 
 PORT_BASE = 23520  # this module's lab: 23520..23527
@@ -23,9 +22,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 def kept_lab(tmp_path_factory: pytest.TempPathFactory) -> Lab:
     """One lab for the module's invocations (each run still has its own
     process and connections); stopped by PID at the end."""
-    for tool in ("mariadbd", "sysbench", "haproxy"):
-        if shutil.which(tool) is None:
-            pytest.skip(f"{tool} is not installed")
+    needs("mariadbd", "sysbench", "haproxy")
     lab = Lab(tmp_path_factory.mktemp("gatelab") / "lab", PORT_BASE)
     with lab:
         yield lab

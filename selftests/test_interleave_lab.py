@@ -5,21 +5,18 @@ nothing left behind."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
-from selftests.labutil import free_port_base, load_results, run_suite
+from selftests.labutil import free_port_base, load_results, needs, run_suite
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 
 @pytest.fixture(autouse=True)
 def _servers() -> None:
-    for tool in ("mariadbd", "sysbench", "haproxy"):
-        if shutil.which(tool) is None:
-            pytest.skip(f"{tool} is not installed")
+    needs("mariadbd", "sysbench", "haproxy")
 
 
 def test_faulted_cells_carry_their_own_level_0_and_count_round_trips_against_it(tmp_path: Path) -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -32,7 +31,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from selftests.labutil import ROOT, as_at_a_terminal, free_port_base, suite_cmd
+from selftests.labutil import ROOT, as_at_a_terminal, free_port_base, netns_missing, suite_cmd
 from wanbench import scratch
 from wanbench.netns import NetnsNetwork
 from wanbench.profiles.lab.servers import Lab
@@ -44,15 +43,6 @@ pytestmark = [pytest.mark.netns, pytest.mark.lab, pytest.mark.slow]
 PREFIX = "wbload"
 NET = "10.231"  # this module's range: no other suite uses 10.231.0.0/16
 REMOTE_SCRATCH = "wanbench-load."
-
-
-def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "network namespaces need root"
-    for tool in ("ip", "ssh-keygen", "/usr/sbin/sshd", "sysbench", "mariadbd", "timeout"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not installed"
-    return None
 
 
 class Relay:
@@ -169,7 +159,7 @@ def _namespaces() -> list[str]:
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
-    reason = _skip_reason()
+    reason = netns_missing("sysbench", "mariadbd", "timeout")
     if reason:
         pytest.skip(reason)
     assert not _namespaces(), f"namespaces of an earlier run are still there: {_namespaces()}"

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from selftests.labutil import needs
 from wanbench.wait import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,11 +30,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
 
 def _tools_present() -> None:
-    for tool in ("mariadbd", "haproxy", "sysbench"):
-        if not shutil.which(tool, path=os.environ.get("PATH", "") + ":/usr/sbin:/usr/local/sbin"):
-            pytest.skip(f"{tool} not installed: run scripts/setup")
-    if not (ROOT / "bin" / "toxiproxy-server").exists():
-        pytest.skip("bin/toxiproxy-server not built: run scripts/setup")
+    needs("mariadbd", "haproxy", "sysbench", "toxiproxy-server")
     if not (ROOT / "node_modules" / ".bin" / "allure").exists():
         pytest.skip("Allure 3 not installed (node_modules/.bin/allure): run scripts/setup")
 

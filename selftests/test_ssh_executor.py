@@ -163,3 +163,19 @@ def test_a_dead_processs_tagged_network_is_swept_and_a_live_ones_kept() -> None:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
     with pytest.raises(ValueError, match="one lowercase letter"):
         NetnsNetwork("/nonexistent", tag="ab")
+
+
+def test_a_given_range_in_use_is_refused_and_nothing_is_left(netns_net: NetnsNetwork, tmp_path: Path) -> None:
+    """``octet=``: a caller's own range (the TiDB tests keep to 64 and 66); one an interface of
+    this machine already uses (here the session's own network's) is refused before anything is
+    made, and its error says which."""
+    from wanbench.errors import InfrastructureError
+
+    taken = netns_net.octet
+    with pytest.raises(InfrastructureError, match=rf"198\.18\.{taken}\.0/24 is already in use"):
+        with NetnsNetwork(tmp_path, hosts=1, tag="o", octet=taken):
+            pass
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=True).stdout
+    assert f"wb{os.getpid()}o-" not in listed
+    with pytest.raises(ValueError, match="1-254"):
+        NetnsNetwork(tmp_path, octet=0)

@@ -24,6 +24,7 @@ import pytest
 
 from selftests.labutil import as_at_a_terminal
 from wanbench.errors import InfrastructureError, MissingToolError
+from wanbench.procs import stop_child
 from wanbench.wait import wait_for
 from wanbench.workloads.preflight import PreflightError
 from wanbench.workloads.sysbench import SysbenchRunner
@@ -84,13 +85,8 @@ class MariaDB:
 
     def stop(self) -> None:
         try:
-            if self.proc is not None and self.proc.poll() is None:
-                self.proc.terminate()
-                try:
-                    self.proc.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait(timeout=30)
+            if self.proc is not None:
+                stop_child(self.proc, timeout=60, kill_timeout=30)
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
 

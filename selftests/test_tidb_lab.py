@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from selftests.labutil import ROOT, free_port_base, load_results, pid_alive, recorded_pids, run_suite
+from selftests.labutil import ROOT, free_port_base, load_results, needs, pid_alive, recorded_pids, run_suite
 from wanbench.profiles.lab.tidb import TIDB_BINARY
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
@@ -24,9 +24,7 @@ TIDB_COMMIT = "e4e814fdc0af"
 
 @pytest.fixture(autouse=True)
 def _tidb() -> None:
-    for tool in ("sysbench", "haproxy"):
-        if shutil.which(tool) is None:
-            pytest.skip(f"{tool} is not installed")
+    needs("sysbench", "haproxy")
     if not TIDB_BINARY.exists() and shutil.which("tidb-server") is None:
         if os.environ.get("CI") == "true":  # CI builds it (.ci/run): missing there is a failure, not a skip
             pytest.fail(f"{TIDB_BINARY} is missing: .ci/run must run scripts/setup --tidb")

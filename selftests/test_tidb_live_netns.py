@@ -33,7 +33,6 @@ import json
 import os
 import re
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
@@ -47,11 +46,11 @@ from typing import Any
 
 import pytest
 
-from selftests.labutil import ROOT, load_results, suite_cmd
+from selftests.labutil import ROOT, load_results, netns_missing, suite_cmd
 from wanbench import netns
 from wanbench.errors import InfrastructureError
 from wanbench.netns import NetnsNetwork
-from wanbench.procs import log_tail
+from wanbench.procs import log_tail, stop_child
 from wanbench.profiles.lab.layout import socket_path
 from wanbench.profiles.lab.tidb import TIDB_BINARY
 from wanbench.sql import connect as sql_connect
@@ -66,11 +65,9 @@ TIDB_PORT, STATUS_PORT, PD_PORT = 4000, 10080, 2379
 
 
 def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "network namespaces need root"
-    for tool in ("ip", "tc", "nft", "nsenter", "ssh-keygen", "/usr/sbin/sshd", "sysbench", "python3"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not installed"
+    missing = netns_missing("tc", "nft", "nsenter", "sysbench", "python3")
+    if missing:
+        return missing
     if not TIDB_BINARY.exists():
         if os.environ.get("CI") == "true":  # CI builds it (.ci/run): missing there is a failure, not a skip
             pytest.fail(f"{TIDB_BINARY} is missing: .ci/run must run scripts/setup --tidb")
@@ -150,13 +147,7 @@ def _start(name: str, argv: list[str], workdir: Path, procs: dict[str, subproces
 
 def _stop(procs: dict[str, subprocess.Popen[bytes]]) -> None:
     for proc in procs.values():  # only the processes this module started, by PID
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+        stop_child(proc)
 
 
 def _admin(address: str, *statements: str) -> None:
@@ -213,46 +204,41 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         pytest.skip(reason)
     workdir = tmp_path_factory.mktemp("wblive")
     procs: dict[str, subprocess.Popen[bytes]] = {}
-    with pytest.MonkeyPatch.context() as mp:
-        netns.sweep_stale_networks()  # a killed earlier run's network holds this range until swept
-        used = netns._sh("ip", "-o", "-4", "addr", "show").stdout
-        assert f" 198.18.{OCTET}." not in used, f"198.18.{OCTET}.0/24 is already in use on this machine"
-        mp.setattr(netns, "_free_octet", lambda start, net="198.18": OCTET)
-        # named after this process (wb<pid>l-h1: the session's own network in selftests/conftest.py is
-        # wb<pid>-h1), so that a killed run's network is swept by the next
-        with NetnsNetwork(workdir / "net", hosts=1, private_run=True, tag="l") as net:
-            try:
-                h = net.host("h1")
-                (workdir / "tidb").mkdir()
-                (workdir / "tidb.toml").write_text(  # every file of tidb-server's in workdir, none in /tmp
-                    f'temp-dir = "{workdir}/tidb-tmp"\ntmp-storage-path = "{workdir}/tidb-tmp-storage"\n'
-                    f'socket = "{socket_path(workdir / "tidb.sock")}"\n'
-                    f'[log]\nlevel = "warn"\nslow-query-file = "{workdir}/tidb-slow.log"\n')
-                tidb = _start("tidb-server", [
-                    "ip", "netns", "exec", h.netns, str(TIDB_BINARY), "--store=unistore",
-                    f"--path={workdir / 'tidb'}", f"--config={workdir / 'tidb.toml'}", f"--host={h.address}",
-                    f"-P={TIDB_PORT}", f"--status-host={h.address}", f"--status={STATUS_PORT}",
-                    f"--log-file={workdir / 'tidb.log'}"], workdir, procs, cwd=workdir)  # its slow log goes there
-                _start("pd", ["ip", "netns", "exec", h.netns, sys.executable, "-m", "selftests.fake_pd", h.address,
-                              str(PD_PORT)], workdir, procs, cwd=ROOT)
+    # named after this process (wb<pid>l-h1: the session's own network in selftests/conftest.py is
+    # wb<pid>-h1), so that a killed run's network is swept by the next; the range is this module's own
+    with NetnsNetwork(workdir / "net", hosts=1, private_run=True, tag="l", octet=OCTET) as net:
+        try:
+            h = net.host("h1")
+            (workdir / "tidb").mkdir()
+            (workdir / "tidb.toml").write_text(  # every file of tidb-server's in workdir, none in /tmp
+                f'temp-dir = "{workdir}/tidb-tmp"\ntmp-storage-path = "{workdir}/tidb-tmp-storage"\n'
+                f'socket = "{socket_path(workdir / "tidb.sock")}"\n'
+                f'[log]\nlevel = "warn"\nslow-query-file = "{workdir}/tidb-slow.log"\n')
+            tidb = _start("tidb-server", [
+                "ip", "netns", "exec", h.netns, str(TIDB_BINARY), "--store=unistore",
+                f"--path={workdir / 'tidb'}", f"--config={workdir / 'tidb.toml'}", f"--host={h.address}",
+                f"-P={TIDB_PORT}", f"--status-host={h.address}", f"--status={STATUS_PORT}",
+                f"--log-file={workdir / 'tidb.log'}"], workdir, procs, cwd=workdir)  # its slow log goes there
+            _start("pd", ["ip", "netns", "exec", h.netns, sys.executable, "-m", "selftests.fake_pd", h.address,
+                          str(PD_PORT)], workdir, procs, cwd=ROOT)
 
-                def answers() -> bool:
-                    if tidb.poll() is not None:
-                        raise InfrastructureError(f"tidb-server exited {tidb.returncode}: "
-                                                  f"{log_tail(workdir / 'tidb-server.out')}")
-                    _admin(h.address, "SELECT 1")
-                    return True
+            def answers() -> bool:
+                if tidb.poll() is not None:
+                    raise InfrastructureError(f"tidb-server exited {tidb.returncode}: "
+                                              f"{log_tail(workdir / 'tidb-server.out')}")
+                _admin(h.address, "SELECT 1")
+                return True
 
-                wait_for(answers, what=f"tidb-server on {h.address}:{TIDB_PORT}", timeout=180,
-                         transient=(Exception,), hint=f"log: {log_tail(workdir / 'tidb.log')}")
-                password = secrets.token_urlsafe(12)
-                _admin(h.address, f"CREATE USER '{SQL_USER}'@'%' IDENTIFIED BY '{password}'",
-                       f"GRANT ALL ON *.* TO '{SQL_USER}'@'%'", "CREATE DATABASE IF NOT EXISTS sbtest")
-                home = workdir / "home"
-                (home / ".ssh").mkdir(parents=True)
-                yield Live(net, h.address, password, _write_files(workdir, net, h.address), home, procs)
-            finally:
-                _stop(procs)
+            wait_for(answers, what=f"tidb-server on {h.address}:{TIDB_PORT}", timeout=180,
+                     transient=(Exception,), hint=f"log: {log_tail(workdir / 'tidb.log')}")
+            password = secrets.token_urlsafe(12)
+            _admin(h.address, f"CREATE USER '{SQL_USER}'@'%' IDENTIFIED BY '{password}'",
+                   f"GRANT ALL ON *.* TO '{SQL_USER}'@'%'", "CREATE DATABASE IF NOT EXISTS sbtest")
+            home = workdir / "home"
+            (home / ".ssh").mkdir(parents=True)
+            yield Live(net, h.address, password, _write_files(workdir, net, h.address), home, procs)
+        finally:
+            _stop(procs)
 
 
 # -- watching the host while a run is under way ---------------------------------------------------------------------

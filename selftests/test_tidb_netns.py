@@ -10,9 +10,7 @@ namespace, not through the SSH path under test.
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
 import socket
 import subprocess
 import textwrap
@@ -22,11 +20,12 @@ from pathlib import Path
 import pytest
 
 from selftests.fake_pd import FakePD
-from wanbench import netns
+from selftests.labutil import netns_missing
 from wanbench.errors import ConfigError, InfrastructureError
 from wanbench.executors.base import Executor
 from wanbench.faults.base import Level
 from wanbench.netns import NetnsNetwork
+from wanbench.procs import stop_child
 from wanbench.profiles.base import DryRun
 from wanbench.profiles.tidb.cluster import TidbCluster
 from wanbench.profiles.tidb.facts import collect_facts
@@ -42,26 +41,14 @@ pytestmark = [pytest.mark.netns, pytest.mark.slow]
 OCTET = 64  # 198.18.64.0/24: this profile's range, apart from the fault tests' (198.18.0.0/18 and 100+)
 
 
-def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "network namespaces need root"
-    for tool in ("ip", "tc", "ssh-keygen", "/usr/sbin/sshd"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not installed"
-    return None
-
-
 @pytest.fixture(scope="module")
 def net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NetnsNetwork]:
-    reason = _skip_reason()
+    reason = netns_missing("tc")
     if reason:
         pytest.skip(reason)
-    with pytest.MonkeyPatch.context() as mp:
-        used = netns._sh("ip", "-o", "-4", "addr", "show").stdout
-        assert f" 198.18.{OCTET}." not in used, f"198.18.{OCTET}.0/24 is already in use on this machine"
-        mp.setattr(netns, "_free_octet", lambda start, net="198.18": OCTET)  # the harness picks 100+; ours is 64
-        with NetnsNetwork(tmp_path_factory.mktemp("wbtidb"), hosts=4, prefix="wbtidb") as network:
-            yield network
+    # the harness picks 100+; ours is 64
+    with NetnsNetwork(tmp_path_factory.mktemp("wbtidb"), hosts=4, prefix="wbtidb", octet=OCTET) as network:
+        yield network
 
 
 @pytest.fixture(scope="module")
@@ -154,13 +141,7 @@ def test_a_mysql_server_on_the_tidb_port_is_refused(net: NetnsNetwork, tmp_path:
         assert "MariaDB" in str(info.value)
         assert "n0t-Printed" not in str(info.value)
     finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+        stop_child(proc)
 
 
 def test_tikv_write_rate_dry_run_then_real(net: NetnsNetwork, cluster: Topology,

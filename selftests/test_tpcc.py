@@ -25,7 +25,7 @@ import mysql.connector
 import pytest
 
 from wanbench.errors import ConfigError, InfrastructureError
-from wanbench.procs import log_tail
+from wanbench.procs import log_tail, stop_child
 from wanbench.results import Latency, WorkloadResult
 from wanbench.sql import SqlTarget
 from wanbench.wait import wait_for
@@ -86,13 +86,8 @@ def mariadb() -> Iterator[SqlTarget]:
         cnx.close()
         yield SqlTarget("127.0.0.1", PORT, "tpcc", password, "wanbench_tpcc")
     finally:
-        if proc is not None and proc.poll() is None:
-            proc.terminate()  # by PID: the server this fixture started
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
+        if proc is not None:
+            stop_child(proc, timeout=60)  # by PID: the server this fixture started
         shutil.rmtree(root, ignore_errors=True)
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from selftests.labutil import free_port_base
+from selftests.labutil import free_port_base, needs
 from wanbench.profiles.lab.servers import Lab
 from wanbench.sql import SqlTarget
 from wanbench.workloads import tpch_load
@@ -66,9 +66,7 @@ def tpch_round_hooks(request, cluster):
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    for tool in ("mariadbd", "haproxy", "tpchgen-cli"):
-        if shutil.which(tool) is None and not (Path(sys.executable).parent / tool).exists():
-            pytest.skip(f"{tool} is not installed")
+    needs("mariadbd", "haproxy", "tpchgen-cli")
     with Lab(tmp_path_factory.mktemp("tpchsuite") / "lab", free_port_base(26300, 26499)) as started:
         yield started
 

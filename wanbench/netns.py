@@ -23,6 +23,7 @@ from pathlib import Path
 
 from wanbench.errors import CommandError, InfrastructureError, MissingToolError
 from wanbench.executors.local import LocalExecutor
+from wanbench.procs import stop_child
 from wanbench.wait import wait_for
 
 SSHD = "/usr/sbin/sshd"
@@ -111,9 +112,13 @@ class NetnsNetwork:
     """
 
     def __init__(self, workdir: str | os.PathLike[str], *, hosts: int = 3, prefix: str | None = None,
-                 net: str = "198.18", private_run: bool = False, tag: str = "") -> None:
+                 net: str = "198.18", private_run: bool = False, tag: str = "",
+                 octet: int | None = None) -> None:
         """``net``: the first two octets of the hosts' addresses (``net``.N.0/24), so
         suites running side by side can keep to ranges of their own.
+
+        ``octet``: N itself, for a caller that keeps to a range of its own; it must be free
+        (``up`` refuses one an interface of this machine uses). Default: a free one of 100-249.
 
         ``tag``: a letter after the PID in the names (``wb<pid><tag>-h1``), for a process that
         makes two networks at once; either is swept like any other once the process is gone.
@@ -139,6 +144,9 @@ class NetnsNetwork:
         self.bridge_ns = f"{self.prefix}-br"
         self.root_if = f"{self.prefix}r"
         self.hosts: list[NetnsHost] = []
+        if octet is not None and not 1 <= octet <= 254:
+            raise ValueError(f"octet {octet}: 1-254")
+        self._octet = octet
         self.octet = 0
         self.client_key = self.workdir / "id_ed25519"
         self.known_hosts = self.workdir / "known_hosts"
@@ -163,7 +171,7 @@ class NetnsNetwork:
                 raise MissingToolError(tool, "apt-get install iproute2 openssh-server")
         self.workdir.mkdir(parents=True, exist_ok=True)
         sweep_stale_networks()
-        self.octet = _free_octet(os.getpid(), self.net)
+        self.octet = _free_octet(os.getpid(), self.net) if self._octet is None else self._claim(self._octet)
         _sh("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "wanbench-netns-client", "-f", str(self.client_key))
         self._add_ns(self.bridge_ns)
         _sh("ip", "-n", self.bridge_ns, "link", "add", "br0", "type", "bridge")
@@ -182,15 +190,14 @@ class NetnsNetwork:
             wait_for(functools.partial(self._banner, h), what=f"sshd on {h.label}", timeout=15,
                      hint=f"see {self.workdir / (h.name + '-sshd.log')}")
 
+    def _claim(self, octet: int) -> int:
+        if f" {self.net}.{octet}." in _sh("ip", "-o", "-4", "addr", "show").stdout:
+            raise InfrastructureError(f"{self.net}.{octet}.0/24 is already in use on this machine")
+        return octet
+
     def down(self) -> None:
         for name, proc in list(self._sshd.items()):
-            if proc.poll() is None:
-                os.kill(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    os.kill(proc.pid, signal.SIGKILL)
-                    proc.wait(timeout=5)
+            stop_child(proc, timeout=5, kill_timeout=5)
             del self._sshd[name]
         for ns in reversed(self._namespaces):
             _delete_ns(ns)

@@ -164,6 +164,22 @@ class ProcessHandle:
         return True
 
 
+def stop_child(proc: subprocess.Popen[bytes] | subprocess.Popen[str], *, timeout: float = 30.0,
+               kill_timeout: float = 10.0) -> bool:
+    """End a child this process started and still holds: SIGTERM, wait up to ``timeout``,
+    then SIGKILL and wait up to ``kill_timeout``. Only ``proc``, by its PID (a reaped child is
+    never signalled, so its PID cannot be a stranger's). Returns True if it was running."""
+    if proc.poll() is not None:
+        return False
+    proc.terminate()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=kill_timeout)
+    return True
+
+
 def _reap(pid: int) -> None:
     child = _CHILDREN.get(pid)
     if child is not None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import select
 import shlex
-import subprocess
 import threading
 import time
 from collections.abc import Sequence
@@ -31,6 +30,7 @@ import paramiko
 
 from wanbench.errors import CommandError, ConfigError, HostKeyError, HostUnreachableError
 from wanbench.executors.base import CommandResult
+from wanbench.procs import stop_child
 
 _DEFAULT_CONFIG = Path("~/.ssh/config")
 _DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
@@ -69,13 +69,7 @@ class _ProxyCommand(paramiko.ProxyCommand):
 
     def close(self) -> None:
         proc = self.process
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
+        stop_child(proc, timeout=5, kill_timeout=5)
         for pipe in (proc.stdin, proc.stdout, proc.stderr):
             if pipe is not None:
                 pipe.close()

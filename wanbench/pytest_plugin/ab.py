@@ -36,8 +36,6 @@ SIDE_OPTIONS = ("server_option", "server_binary", "server_config")
 DIFFERENCES = ("candidate_server_option", "baseline_server_option", "candidate_server_binary",
                "baseline_server_binary", "candidate_server_config", "baseline_server_config", "lab_cpu_limit",
                "lab_handicap", "probe_extra_round_trips", "probe_extra_bytes", "probe_extra_reads")
-#: families whose cells an A/B run measures: those of the fault matrix, on the probe engine
-AB_FAMILIES = ("rtt", "bandwidth", "loss")
 
 
 def _flag(name: str) -> str:
@@ -251,13 +249,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """An A/B run measures the fault families' cells; the others are skipped, saying why."""
     if not ab_mode(config):
         return
+    from wanbench import families
     from wanbench.pytest_plugin.families import family_marker
 
+    measured = families.names(families.FAULT)  # the fault matrix's families, on the probe engine
     for item in items:
         family = family_marker(item)
-        if family is not None and family not in AB_FAMILIES:
-            item.add_marker(pytest.mark.skip(reason=f"--ab: the {family} family does not run A/B yet (the "
-                                                    "probe engine of the rtt, bandwidth and loss families does)"))
+        if family is not None and family not in measured:
+            item.add_marker(pytest.mark.skip(reason=f"--ab: the {family} family does not run A/B yet (only the "
+                                                    f"fault families on the probe engine do: {', '.join(measured)})"))
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
