@@ -370,6 +370,13 @@ def test_preflight_stops_runs_that_would_fail(runner: SysbenchRunner, mariadb: M
         mariadb.root_sql("SET GLOBAL max_connections = 40")
         with pytest.raises(PreflightError, match="max_connections is 40: run SET GLOBAL max_connections"):
             runner.run_oltp("oltp_point_select", threads=64, duration=1, warmup=0, tables=2, table_size=200)
+        runner.prepare_probe(rows=1000)
+        with pytest.raises(PreflightError, match="max_connections is 40"):  # a probe's warm-up
+            runner.probe("read", concurrency=64, queries=200, rounds=1, timeout=60, rows=1000)
+        # a measured round after it (check=False) asks nothing first: sysbench itself is refused
+        with pytest.raises(InfrastructureError, match="error 1040: Too many connections") as refused:
+            runner.probe("read", concurrency=64, queries=200, rounds=1, timeout=60, rows=1000, check=False)
+        assert not isinstance(refused.value, PreflightError)
     finally:
         mariadb.root_sql("SET GLOBAL max_connections = 2000")
     try:

@@ -92,7 +92,8 @@ class ProbeEngine:
 
         def run(concurrency: int) -> WorkloadResult:
             # One short warm-up round (a fifth of the queries), not counted: caches,
-            # connections and the fault's queues settle before measuring.
+            # connections and the fault's queues settle before measuring. It runs the preflight;
+            # the measured rounds after it, at the same concurrency, do not (check=False).
             for r in (runner, other) if other is not None else (runner,):
                 r.window_hooks = None  # the warm-up is not measured
                 with ctx.step("warm up" if r is runner else "warm up (baseline)"):
@@ -109,7 +110,7 @@ class ProbeEngine:
                 return runner.probe(variant, concurrency=concurrency, queries=queries, rounds=rounds,
                                     timeout=timeout, on_round=on_round, max_seconds=cap,
                                     extra_round_trips=extra, extra_bytes=pad,
-                                    extra_reads=reads)
+                                    extra_reads=reads, check=False)
             finally:
                 runner.window_hooks = None
 
@@ -121,7 +122,7 @@ class ProbeEngine:
                 runner.window_hooks = window if faulted else None
                 part = runner.probe(variant, concurrency=concurrency, queries=queries, rounds=1, timeout=timeout,
                                     max_seconds=cap, extra_round_trips=extra, extra_bytes=pad,
-                                    extra_reads=reads)
+                                    extra_reads=reads, check=False)
                 on_round(i, part.rounds[0], total=total, side="fault" if faulted else "level 0")
                 return part
 
@@ -143,10 +144,10 @@ class ProbeEngine:
                 if candidate:
                     part = runner.probe(variant, concurrency=concurrency, queries=queries, rounds=1, timeout=timeout,
                                         max_seconds=cap, extra_round_trips=extra, extra_bytes=pad,
-                                        extra_reads=reads)
+                                        extra_reads=reads, check=False)
                 else:
                     part = other.probe(variant, concurrency=concurrency, queries=queries, rounds=1, timeout=timeout,
-                                       max_seconds=cap)
+                                       max_seconds=cap, check=False)
                 on_round(i, part.rounds[0], total=total, side="candidate" if candidate else "baseline")
                 return part
 
