@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,8 @@ def mariadb() -> Iterator[SqlTarget]:
     if _missing():
         pytest.skip(f"missing binaries: {_missing()}")
     root = Path(tempfile.mkdtemp(prefix="wanbench-tpcc-db-"))
-    data, sock, log = root / "data", root / "mysqld.sock", root / "mariadb.log"
+    data, sock, log, tmp = root / "data", root / "mysqld.sock", root / "mariadb.log", root / "tmp"
+    tmp.mkdir()
     proc: subprocess.Popen[bytes] | None = None
     try:
         subprocess.run(["mariadb-install-db", "--no-defaults", f"--datadir={data}", "--user=root",
@@ -64,10 +66,11 @@ def mariadb() -> Iterator[SqlTarget]:
         with open(log, "wb") as out:
             proc = subprocess.Popen([
                 "mariadbd", "--no-defaults", f"--datadir={data}", f"--socket={sock}", f"--port={PORT}",
-                "--bind-address=127.0.0.1", "--user=root", "--server-id=1", "--log-bin=mysql-bin",
-                "--binlog-format=ROW", "--max-connections=2000", "--skip-name-resolve",
+                "--bind-address=127.0.0.1", "--user=root", "--server-id=1", f"--tmpdir={tmp}",
+                "--log-bin=mysql-bin", "--binlog-format=ROW", "--max-connections=2000",
+                "--max-connect-errors=1000000", "--skip-name-resolve",
                 "--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0", "--innodb-buffer-pool-size=256M",
-                "--performance-schema=OFF"], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                "--performance-schema=OFF", "--table-open-cache=4000"], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True)
 
         def admin() -> Any:
@@ -308,8 +311,12 @@ def test_mix_is_within_one_point_of_45_43_4_4_4(closed_run: WorkloadResult):
 @pytest.mark.slow
 def test_checks_name_exactly_the_corrupted_rows(closed_run: WorkloadResult, mariadb: SqlTarget):
     def failed() -> dict[str, list[dict]]:
+        results = run_checks(mariadb)
+        slow = sorted(results, key=lambda r: -r.seconds)[:3]
+        if sum(r.seconds for r in results) > 20:  # 1-2 s on a quiet machine; a CI run once took 40 s
+            warnings.warn("TPC-C checks took " + ", ".join(f"{r.name} {r.seconds:.1f} s" for r in slow), stacklevel=2)
         return {r.name: [dict(zip(r.columns, row, strict=False)) for row in r.offending]
-                for r in run_checks(mariadb) if not r.passed}
+                for r in results if not r.passed}
 
     assert failed() == {}
     _sql(mariadb, "UPDATE warehouse SET w_ytd = w_ytd + 1 WHERE w_id = 1")
@@ -375,8 +382,10 @@ def test_wait_gives_the_theoretical_efficiency(closed_run: WorkloadResult, maria
     a loaded machine's sleep overshoot."""
     opts = tpcc_model.TpccOptions(warehouses=1, threads=40, duration=20, wait=True, time_scale=0.05)
     start = time.monotonic()
-    r = tpcc.run(mariadb, opts)
+    r = tpcc.run(mariadb, opts, checks=False)
+    # the run alone: the consistency checks after it take what this machine's disk makes them take
     assert time.monotonic() - start < 20 + 15, "waits overran the run length"
+    checks = run_checks(mariadb)
     eff, waits = r.extra["efficiency"], r.extra["waits"]
     spec, expected = r.extra["efficiency_expected"], r.extra["efficiency_expected_measured_waits"]
     assert expected <= spec <= 400
@@ -388,7 +397,7 @@ def test_wait_gives_the_theoretical_efficiency(closed_run: WorkloadResult, maria
         f"{waits['oversleep_ms_avg']} ms per wait)")
     assert "efficiency = tpmC / (12.86 x 1 warehouses)" in r.extra["summary_text"]
     assert waits["count"] > 2 * sum(v["count"] for v in r.extra["per_type"].values()) - 2 * opts.threads
-    assert all(c["passed"] for c in r.extra["checks"])
+    assert [c.name for c in checks if not c.passed] == []
 
 
 def test_tests_tpcc_collects_warehouses_by_threads_and_documents_options():
