@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import json
 import math
+import os
 import re
 import secrets
 import shutil
@@ -70,8 +71,8 @@ def mariadb() -> Iterator[SqlTarget]:
                 "--log-bin=mysql-bin", "--binlog-format=ROW", "--max-connections=2000",
                 "--max-connect-errors=1000000", "--skip-name-resolve",
                 "--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0", "--innodb-buffer-pool-size=256M",
-                "--performance-schema=OFF", "--table-open-cache=4000"], stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True)
+                "--performance-schema=OFF", "--table-open-cache=4000"],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
 
         def admin() -> Any:
             if proc is not None and proc.poll() is not None:
@@ -309,11 +310,13 @@ def test_mix_is_within_one_point_of_45_43_4_4_4(closed_run: WorkloadResult):
 
 @pytest.mark.lab
 @pytest.mark.slow
+@pytest.mark.filterwarnings("always:TPC-C checks took:UserWarning")  # shown in the summary, not an error
 def test_checks_name_exactly_the_corrupted_rows(closed_run: WorkloadResult, mariadb: SqlTarget):
     def failed() -> dict[str, list[dict]]:
         results = run_checks(mariadb)
         slow = sorted(results, key=lambda r: -r.seconds)[:3]
-        if sum(r.seconds for r in results) > 20:  # 1-2 s on a quiet machine; a CI run once took 40 s
+        # 1-2 s on a quiet machine; a CI run once took 40 s per pass
+        if sum(r.seconds for r in results) > float(os.environ.get("WANBENCH_TPCC_CHECKS_WARN", "20")):
             warnings.warn("TPC-C checks took " + ", ".join(f"{r.name} {r.seconds:.1f} s" for r in slow), stacklevel=2)
         return {r.name: [dict(zip(r.columns, row, strict=False)) for row in r.offending]
                 for r in results if not r.passed}
