@@ -90,3 +90,62 @@ def free_port_base(lo: int, hi: int, span: int = 14, timeout: float = 120.0) -> 
         return None
 
     return int(wait_for(find, what=f"{span} free loopback ports in {lo}..{hi}", timeout=timeout, interval=1.0))
+
+
+class PrivateMariadb:
+    """A throw-away MariaDB on ``127.0.0.1:port`` with the lab's server settings
+    (``wanbench.profiles.lab.mariadb.server_argv``), one SQL user with every grant, its
+    files in a temporary directory; stopped by PID and removed by ``stop``."""
+
+    def __init__(self, port: int, *, user: str, password: str, prefix: str = "wanbench-db-") -> None:
+        import tempfile
+
+        self.port, self.user, self.password = port, user, password
+        self.dir = Path(tempfile.mkdtemp(prefix=prefix))
+        self.socket, self.log = self.dir / "mysqld.sock", self.dir / "mariadb.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        from wanbench.errors import InfrastructureError
+        from wanbench.procs import find_binary, log_tail
+        from wanbench.profiles.lab.mariadb import server_argv
+        from wanbench.wait import wait_for
+
+        needs("mariadbd", "mariadb-install-db", "mariadb")
+        data, tmp = self.dir / "data", self.dir / "tmp"
+        tmp.mkdir()
+        subprocess.run([find_binary("mariadb-install-db"), "--no-defaults",
+                        f"--datadir={data}", "--user=root", "--auth-root-authentication-method=normal",
+                        "--skip-test-db"], capture_output=True, text=True, timeout=120, check=True)
+        argv = server_argv(find_binary("mariadbd", "/usr/sbin/mariadbd"), data=data, socket=self.socket, tmp=tmp,
+                           port=self.port)
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         start_new_session=True)
+
+        def ready() -> bool:
+            if self.proc is not None and self.proc.poll() is not None:
+                raise InfrastructureError(f"mariadbd exited: {log_tail(self.log)}")
+            return self._client("SELECT 1", check=False).returncode == 0
+
+        wait_for(ready, what=f"MariaDB on port {self.port}", timeout=60, interval=0.2,
+                 hint=f"log: {self.log}")
+        self.root_sql(f"DELETE FROM mysql.user WHERE User=''; CREATE USER '{self.user}'@'127.0.0.1' IDENTIFIED BY "
+                      f"'{self.password}'; GRANT ALL ON *.* TO '{self.user}'@'127.0.0.1'; FLUSH PRIVILEGES;")
+
+    def _client(self, sql: str, *, check: bool) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["mariadb", "-S", str(self.socket), "-uroot", "-N", "-e", sql],
+                              capture_output=True, text=True, timeout=30, check=check)
+
+    def root_sql(self, sql: str) -> str:
+        """``sql`` as root over the UNIX socket; what the client printed (tab-separated, no header)."""
+        return self._client(sql, check=True).stdout
+
+    def stop(self) -> None:
+        from wanbench.procs import stop_child
+
+        try:
+            if self.proc is not None:
+                stop_child(self.proc, timeout=60, kill_timeout=30)  # by PID: the server this helper started
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)

@@ -13,7 +13,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
@@ -22,9 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from selftests.labutil import as_at_a_terminal
+from selftests.labutil import PrivateMariadb, as_at_a_terminal
 from wanbench.errors import InfrastructureError, MissingToolError
-from wanbench.procs import stop_child
 from wanbench.wait import wait_for
 from wanbench.workloads.preflight import PreflightError
 from wanbench.workloads.sysbench import SysbenchRunner
@@ -44,57 +42,10 @@ def _tool(name: str) -> str:
     return found
 
 
-class MariaDB:
-    """A throw-away MariaDB: datadir and socket in a temporary directory."""
-
-    def __init__(self, port: int) -> None:
-        self.port = port
-        self.dir = Path(tempfile.mkdtemp(prefix="wb-sysbench-test-"))
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        data, sock = self.dir / "data", self.dir / "sock"
-        subprocess.run([_tool("mariadb-install-db"), "--no-defaults", f"--datadir={data}",
-                        "--auth-root-authentication-method=normal"],
-                       check=True, capture_output=True, timeout=120)
-        log = open(self.dir / "err.log", "wb")  # noqa: SIM115 - closed with the process
-        self.proc = subprocess.Popen(
-            [_tool("mariadbd"), "--no-defaults", f"--datadir={data}", f"--socket={sock}", f"--port={self.port}",
-             "--bind-address=127.0.0.1", "--user=root", "--server-id=1", "--max-connections=2000",
-             "--innodb-buffer-pool-size=128M", "--skip-log-bin"],
-            stdout=log, stderr=subprocess.STDOUT,
-        )
-        log.close()
-
-        def ready() -> bool:
-            if self.proc is not None and self.proc.poll() is not None:
-                raise InfrastructureError(f"mariadbd exited: {(self.dir / 'err.log').read_text()[-500:]}")
-            r = subprocess.run(["mariadb", "-S", str(sock), "-uroot", "-e", "SELECT 1"],
-                               capture_output=True, timeout=10, check=False)
-            return r.returncode == 0
-
-        wait_for(ready, what=f"MariaDB on port {self.port}", timeout=60, interval=0.2)
-        sql = (f"DELETE FROM mysql.user WHERE User=''; CREATE USER 'wb'@'127.0.0.1' IDENTIFIED BY '{PASSWORD}';"
-               "GRANT ALL ON *.* TO 'wb'@'127.0.0.1'; FLUSH PRIVILEGES;")
-        subprocess.run(["mariadb", "-S", str(sock), "-uroot", "-e", sql], check=True, capture_output=True, timeout=30)
-
-    def root_sql(self, sql: str) -> str:
-        r = subprocess.run(["mariadb", "-S", str(self.dir / "sock"), "-uroot", "-N", "-e", sql],
-                           check=True, capture_output=True, text=True, timeout=30)
-        return r.stdout
-
-    def stop(self) -> None:
-        try:
-            if self.proc is not None:
-                stop_child(self.proc, timeout=60, kill_timeout=30)
-        finally:
-            shutil.rmtree(self.dir, ignore_errors=True)
-
-
 @pytest.fixture(scope="module")
-def mariadb() -> Iterator[MariaDB]:
+def mariadb() -> Iterator[PrivateMariadb]:
     _tool("sysbench")
-    db = MariaDB(PORT)
+    db = PrivateMariadb(PORT, user="wb", password=PASSWORD, prefix="wb-sysbench-test-")
     try:
         db.start()
         yield db
@@ -103,7 +54,7 @@ def mariadb() -> Iterator[MariaDB]:
 
 
 @pytest.fixture
-def runner(mariadb: MariaDB, tmp_path: Path) -> SysbenchRunner:
+def runner(mariadb: PrivateMariadb, tmp_path: Path) -> SysbenchRunner:
     return SysbenchRunner(host="127.0.0.1", port=mariadb.port, user="wb", password=PASSWORD,
                           database="wbtest", workdir=tmp_path / "reports")
 
@@ -214,7 +165,7 @@ def test_password_is_never_on_a_command_line(runner: SysbenchRunner) -> None:
     assert not [f for f in files if Path(f).exists()], "options files with the password left behind"
 
 
-def test_prepare_probe_repairs_the_read_table(runner: SysbenchRunner, mariadb: MariaDB) -> None:
+def test_prepare_probe_repairs_the_read_table(runner: SysbenchRunner, mariadb: PrivateMariadb) -> None:
     runner.prepare_probe(rows=1000)
     mariadb.root_sql("DELETE FROM wbtest.wb_probe_read WHERE id = 500")
     runner.prepare_probe(rows=1000)
@@ -241,7 +192,7 @@ def _children(pid: int) -> list[int]:
     return out
 
 
-def test_ctrl_c_leaves_no_sysbench(runner: SysbenchRunner, mariadb: MariaDB) -> None:
+def test_ctrl_c_leaves_no_sysbench(runner: SysbenchRunner, mariadb: PrivateMariadb) -> None:
     runner.prepare_probe(rows=1000)
     script = (
         "import sys; from wanbench.workloads.sysbench import SysbenchRunner\n"
@@ -280,7 +231,7 @@ def test_missing_sysbench_binary() -> None:
         SysbenchRunner(host="127.0.0.1", port=1, user="u", password="p", sysbench="/nonexistent/sysbench")
 
 
-def test_connection_setup_is_not_latency(runner: SysbenchRunner, mariadb: MariaDB, tmp_path: Path) -> None:
+def test_connection_setup_is_not_latency(runner: SysbenchRunner, mariadb: PrivateMariadb, tmp_path: Path) -> None:
     """With 100 ms on every server reply, connecting costs several replies;
     a query costs one. Latencies near 100 ms prove connecting is not timed."""
     server = ROOT / "bin" / "toxiproxy-server"
@@ -319,7 +270,7 @@ def test_connection_setup_is_not_latency(runner: SysbenchRunner, mariadb: MariaD
 # -- OLTP --------------------------------------------------------------------
 
 
-def test_oltp_dataset_reuse_and_recreate(runner: SysbenchRunner, mariadb: MariaDB) -> None:
+def test_oltp_dataset_reuse_and_recreate(runner: SysbenchRunner, mariadb: PrivateMariadb) -> None:
     runner.cleanup_oltp()
     assert runner.prepare_oltp(tables=2, table_size=500).action == "created"
     assert runner.prepare_oltp(tables=2, table_size=500).action == "reused"
@@ -364,7 +315,7 @@ def test_client_saturation_flag(runner: SysbenchRunner) -> None:
     assert normal.client["saturated"] is False, normal.client
 
 
-def test_preflight_stops_runs_that_would_fail(runner: SysbenchRunner, mariadb: MariaDB) -> None:
+def test_preflight_stops_runs_that_would_fail(runner: SysbenchRunner, mariadb: PrivateMariadb) -> None:
     runner.prepare_oltp(tables=2, table_size=200)
     try:
         mariadb.root_sql("SET GLOBAL max_connections = 40")

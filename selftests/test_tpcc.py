@@ -16,21 +16,18 @@ import secrets
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import mysql.connector
 import pytest
 
+from selftests.labutil import PrivateMariadb, needs
 from wanbench.errors import ConfigError, InfrastructureError
-from wanbench.procs import log_tail, stop_child
 from wanbench.results import Latency, WorkloadResult
 from wanbench.sql import SqlTarget
-from wanbench.wait import wait_for
 from wanbench.workloads import tpcc, tpcc_model
 from wanbench.workloads.tpcc_checks import CHECKS, run_checks
 
@@ -53,46 +50,14 @@ needs_tools = pytest.mark.skipif(bool(_missing()), reason=f"missing binaries: {_
 
 @pytest.fixture(scope="session")
 def mariadb() -> Iterator[SqlTarget]:
-    """A private MariaDB with the lab's settings; stopped by PID at the end."""
-    if _missing():
-        pytest.skip(f"missing binaries: {_missing()}")
-    root = Path(tempfile.mkdtemp(prefix="wanbench-tpcc-db-"))
-    data, sock, log, tmp = root / "data", root / "mysqld.sock", root / "mariadb.log", root / "tmp"
-    tmp.mkdir()
-    proc: subprocess.Popen[bytes] | None = None
+    """A private MariaDB with the lab's settings (``labutil.PrivateMariadb``); stopped by PID at the end."""
+    needs(*NEEDS)
+    db = PrivateMariadb(PORT, user="tpcc", password=secrets.token_urlsafe(12), prefix="wanbench-tpcc-db-")
     try:
-        subprocess.run(["mariadb-install-db", "--no-defaults", f"--datadir={data}", "--user=root",
-                        "--auth-root-authentication-method=normal", "--skip-test-db"],
-                       capture_output=True, text=True, timeout=120, check=True)
-        with open(log, "wb") as out:
-            proc = subprocess.Popen([
-                "mariadbd", "--no-defaults", f"--datadir={data}", f"--socket={sock}", f"--port={PORT}",
-                "--bind-address=127.0.0.1", "--user=root", "--server-id=1", f"--tmpdir={tmp}",
-                "--log-bin=mysql-bin", "--binlog-format=ROW", "--max-connections=2000",
-                "--max-connect-errors=1000000", "--skip-name-resolve",
-                "--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0", "--innodb-buffer-pool-size=256M",
-                "--performance-schema=OFF", "--table-open-cache=4000"],
-                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-
-        def admin() -> Any:
-            if proc is not None and proc.poll() is not None:
-                raise InfrastructureError(f"mariadbd exited: {log_tail(log)}")
-            return mysql.connector.connect(unix_socket=str(sock), user="root", autocommit=True)
-
-        cnx = wait_for(admin, what=f"MariaDB on port {PORT}", timeout=60,
-                       transient=(mysql.connector.Error,), hint=f"log: {log_tail(log)}")
-        password = secrets.token_urlsafe(12)
-        cur = cnx.cursor()
-        for stmt in ("DELETE FROM mysql.user WHERE User=''", "FLUSH PRIVILEGES",
-                     f"CREATE USER 'tpcc'@'127.0.0.1' IDENTIFIED BY '{password}'",
-                     "GRANT ALL ON *.* TO 'tpcc'@'127.0.0.1'"):
-            cur.execute(stmt)
-        cnx.close()
-        yield SqlTarget("127.0.0.1", PORT, "tpcc", password, "wanbench_tpcc")
+        db.start()
+        yield SqlTarget("127.0.0.1", PORT, "tpcc", db.password, "wanbench_tpcc")
     finally:
-        if proc is not None:
-            stop_child(proc, timeout=60)  # by PID: the server this fixture started
-        shutil.rmtree(root, ignore_errors=True)
+        db.stop()
 
 
 @pytest.fixture(scope="session")

@@ -32,6 +32,20 @@ def socket_of(run_dir: Path, name: str) -> Path:
     return socket_path(run_dir / name / "mysqld.sock")
 
 
+def server_argv(binary: str, *, data: Path, socket: Path, tmp: Path, port: int, server_id: int = 1) -> list[str]:
+    """The settings of every lab server (and of the self-tests' private ones): TCP on loopback only,
+    row binlog, a private tmpdir, and nothing that makes the lab measure this machine's disk."""
+    return [
+        binary, "--no-defaults", f"--datadir={data}", f"--socket={socket}", f"--port={port}",
+        "--bind-address=127.0.0.1", "--user=root", f"--server-id={server_id}", f"--tmpdir={tmp}",
+        "--log-bin=mysql-bin", "--binlog-format=ROW", "--max-connections=2000",
+        "--max-connect-errors=1000000", "--skip-name-resolve",
+        # The lab measures the network, not this machine's disk.
+        "--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0", "--innodb-buffer-pool-size=256M",
+        "--performance-schema=OFF", "--table-open-cache=4000", "--max-prepared-stmt-count=1048576",
+    ]
+
+
 @dataclass(frozen=True)
 class LabMariadb:
     """The primary and the replica of the lab in ``run_dir``."""
@@ -64,17 +78,9 @@ class LabMariadb:
         binary and extra options (both servers: a release is the primary's and the replica's)."""
         p = self.paths(name)
         server = server or ServerSettings()
-        argv = [
-            server.binary or find_binary("mariadbd", "/usr/sbin/mariadbd"), "--no-defaults", f"--datadir={p['data']}",
-            f"--socket={p['socket']}",
-            f"--port={port}", "--bind-address=127.0.0.1", "--user=root", f"--server-id={server_id}",
-            f"--tmpdir={p['tmp']}",
-            "--log-bin=mysql-bin", "--binlog-format=ROW", "--max-connections=2000",
-            "--max-connect-errors=1000000", "--skip-name-resolve", f"--pid-file={p['dir'] / 'mysqld.pid'}",
-            # The lab measures the network, not this machine's disk.
-            "--innodb-flush-log-at-trx-commit=2", "--sync-binlog=0", "--innodb-buffer-pool-size=256M",
-            "--performance-schema=OFF", "--table-open-cache=4000", "--max-prepared-stmt-count=1048576",
-        ]
+        argv = server_argv(server.binary or find_binary("mariadbd", "/usr/sbin/mariadbd"), data=p["data"],
+                           socket=p["socket"], tmp=p["tmp"], port=port, server_id=server_id)
+        argv.append(f"--pid-file={p['dir'] / 'mysqld.pid'}")
         if name == "primary":
             # AFTER_COMMIT (the default): each commit waits one round trip to the
             # replica, like a TiKV write waits for its Raft followers. AFTER_SYNC
