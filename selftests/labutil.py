@@ -134,7 +134,8 @@ class PrivateMariadb:
                       f"'{self.password}'; GRANT ALL ON *.* TO '{self.user}'@'127.0.0.1'; FLUSH PRIVILEGES;")
 
     def _client(self, sql: str, *, check: bool) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["mariadb", "-S", str(self.socket), "-uroot", "-N", "-e", sql],
+        # the statements on stdin, not in argv: a CREATE USER's password stays out of the process list
+        return subprocess.run(["mariadb", "-S", str(self.socket), "-uroot", "-N"], input=sql,
                               capture_output=True, text=True, timeout=30, check=check)
 
     def root_sql(self, sql: str) -> str:
