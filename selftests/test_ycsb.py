@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from selftests.test_sysbench_engine import PASSWORD, MariaDB
+from selftests.labutil import PrivateMariadb
+from selftests.test_sysbench_engine import PASSWORD
 from wanbench.errors import ConfigError
 from wanbench.sql import SqlTarget
 from wanbench.workloads import tpcc_model, ycsb, ycsb_checks, ycsb_keys, ycsb_stats
@@ -90,7 +91,7 @@ def test_options_are_validated() -> None:
 
 @pytest.fixture(scope="module")
 def conn() -> Iterator[SqlTarget]:
-    db = MariaDB(PORT)
+    db = PrivateMariadb(PORT, user="wb", password=PASSWORD, prefix="wb-ycsb-test-")
     try:
         db.start()
         yield SqlTarget("127.0.0.1", PORT, "wb", PASSWORD, ycsb_checks.DATABASE)
