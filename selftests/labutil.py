@@ -142,6 +142,17 @@ class PrivateMariadb:
         """``sql`` as root over the UNIX socket; what the client printed (tab-separated, no header)."""
         return self._client(sql, check=True).stdout
 
+    def __enter__(self) -> PrivateMariadb:
+        try:
+            self.start()
+        except BaseException:  # __exit__ does not run when __enter__ raises: stop what did start
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
     def stop(self) -> None:
         from wanbench.procs import stop_child
 

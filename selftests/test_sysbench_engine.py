@@ -45,12 +45,8 @@ def _tool(name: str) -> str:
 @pytest.fixture(scope="module")
 def mariadb() -> Iterator[PrivateMariadb]:
     _tool("sysbench")
-    db = PrivateMariadb(PORT, user="wb", password=PASSWORD, prefix="wb-sysbench-test-")
-    try:
-        db.start()
+    with PrivateMariadb(PORT, user="wb", password=PASSWORD, prefix="wb-sysbench-test-") as db:
         yield db
-    finally:
-        db.stop()
 
 
 @pytest.fixture

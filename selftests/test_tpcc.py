@@ -52,12 +52,8 @@ needs_tools = pytest.mark.skipif(bool(_missing()), reason=f"missing binaries: {_
 def mariadb() -> Iterator[SqlTarget]:
     """A private MariaDB with the lab's settings (``labutil.PrivateMariadb``); stopped by PID at the end."""
     needs(*NEEDS)
-    db = PrivateMariadb(PORT, user="tpcc", password=secrets.token_urlsafe(12), prefix="wanbench-tpcc-db-")
-    try:
-        db.start()
+    with PrivateMariadb(PORT, user="tpcc", password=secrets.token_urlsafe(12), prefix="wanbench-tpcc-db-") as db:
         yield SqlTarget("127.0.0.1", PORT, "tpcc", db.password, "wanbench_tpcc")
-    finally:
-        db.stop()
 
 
 @pytest.fixture(scope="session")

@@ -91,12 +91,8 @@ def test_options_are_validated() -> None:
 
 @pytest.fixture(scope="module")
 def conn() -> Iterator[SqlTarget]:
-    db = PrivateMariadb(PORT, user="wb", password=PASSWORD, prefix="wb-ycsb-test-")
-    try:
-        db.start()
+    with PrivateMariadb(PORT, user="wb", password=PASSWORD, prefix="wb-ycsb-test-"):
         yield SqlTarget("127.0.0.1", PORT, "wb", PASSWORD, ycsb_checks.DATABASE)
-    finally:
-        db.stop()
 
 
 @pytest.fixture(scope="module")
