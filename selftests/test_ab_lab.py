@@ -73,17 +73,32 @@ def test_identical_sides_alternate_pass_and_leave_nothing(tmp_path: Path) -> Non
 
 
 def test_a_candidate_under_a_cpu_quota_is_flagged_at_level_0_and_compare_agrees(tmp_path: Path) -> None:
-    res, out = ab_run(tmp_path, "--rtt", "0", "--rounds", "4", "--lab-cpu-limit", "primary=0.05")
+    allure = tmp_path / "allure"
+    res, out = ab_run(tmp_path, "--rtt", "0", "--rounds", "4", "--lab-cpu-limit", "primary=0.05",
+                      "--concurrency", "10,20", "--alluredir", str(allure))
     assert res.returncode == 1, res.stdout[-4000:] + res.stderr[-2000:]
     assert "A/A guard off" in res.stdout
-    (cell,) = load_results(out)
-    assert cell["verdict"]["status"] == "regression", cell["verdict"]["message"]
-    assert "below the baseline side" in cell["verdict"]["message"] or "above the baseline side" in \
-        cell["verdict"]["message"]
-    fired = {c["metric"] for c in cell["verdict"]["checks"] if c["status"] == "regression"}
-    assert fired
-    assert all(c["kind"] == "ab" for c in cell["verdict"]["checks"] if c["status"] == "regression")
+    cells = load_results(out)
+    assert len(cells) == 2
+    for cell in cells:
+        assert cell["verdict"]["status"] == "regression", cell["verdict"]["message"]
+        assert "below the baseline side" in cell["verdict"]["message"] or "above the baseline side" in \
+            cell["verdict"]["message"]
+        # the pairs see it (QPS, latency); a core's 5 % may also move a count at c=20 (the census may fire too)
+        fired = {c["kind"] for c in cell["verdict"]["checks"] if c["status"] == "regression"}
+        assert "ab" in fired, cell["verdict"]["message"]
     assert "lab_cpu_limit" in res.stdout or "--lab-cpu-limit=" in res.stdout
+    # the level: both cells' pairs pooled, judged once more, the same in the results, compare and Allure
+    (level,) = json.loads(out.read_text())["levels"]
+    assert (level["cell"], level["status"], level["ends"]) == ("rtt/*/0ms/c=0//", "regression", "failed")
+    assert "QPS of its 2 cells is" in level["message"]
+    assert "levels (each fault level's cells pooled" in res.stdout
+    assert "[regression] rtt=0ms, its cells pooled" in res.stdout
+    assert "(alpha 0.05 over 2 cells and 1 level," in res.stdout
     code, verdicts = compare(out)
     assert code == 1
-    assert verdicts == {cell["verdict"]["cell"]: "regression"}, fired
+    assert verdicts == {**{c["verdict"]["cell"]: "regression" for c in cells}, level["cell"]: "regression"}
+    results = [json.loads(p.read_text()) for p in allure.glob("*-result.json")]
+    (written,) = [r for r in results if r["fullName"] == "wanbench.ab_levels#rtt-0ms"]
+    assert written["status"] == "failed"
+    assert {"name": "wanbench_verdict", "value": "regression"} in written["labels"]

@@ -92,13 +92,25 @@ def assess_ab(check: Check, candidate: Sequence[float], baseline: Sequence[float
     n = len(logs)
     if not n:
         return None
-    hib = check.higher_is_better
     pairs = list(ab.ratios(candidate, baseline))[:n]
-    mean = statistics.fmean(logs)
-    change = math.expm1(mean)
     sd, df = pair_noise(candidate, baseline)
-    se = sd / math.sqrt(n) if n > 1 else math.nan
-    if n < 2:
+    return paired_outcome(check, statistics.fmean(logs), sd / math.sqrt(n) if n > 1 else math.nan, df,
+                          n=n, current=stats.geometric_mean([c for c, _b in pairs]),
+                          reference=stats.geometric_mean([b for _c, b in pairs]), alpha_each=alpha_each,
+                          test=f"paired-t (ABBA blocks, df {df})" if n > 1 else "paired-t",
+                          detail=f"pair sd {sd * 100:.1f}%" if math.isfinite(sd) else "")
+
+
+def paired_outcome(check: Check, mean: float, se: float, df: float, *, n: int, current: float, reference: float,
+                   alpha_each: float, test: str, detail: str, cells: int = 0) -> Outcome:
+    """An ``ab`` check's outcome from a mean log ratio ``mean``, its standard
+    error ``se`` and degrees of freedom ``df`` (nan/0: no estimate): the
+    one-sided p either way and the smallest change the pairs could detect at
+    ``alpha_each``. One cell's pairs (``assess_ab``) or a level's cells pooled
+    (``wanbench.gate.ab_levels``, ``cells`` > 0)."""
+    hib = check.higher_is_better
+    change = math.expm1(mean)
+    if not df or not math.isfinite(se):
         p_less = p_greater = 1.0
     elif se == 0:
         p_less = 0.5 if mean == 0 else (0.0 if mean < 0 else 1.0)
@@ -106,18 +118,16 @@ def assess_ab(check: Check, candidate: Sequence[float], baseline: Sequence[float
     else:
         t = mean / se
         p_less, p_greater = stats.student_t_sf(-t, df), stats.student_t_sf(t, df)
-    crit = stats.student_t_ppf(1.0 - alpha_each, df) * se if n > 1 else math.inf
+    crit = stats.student_t_ppf(1.0 - alpha_each, df) * se if df and math.isfinite(se) else math.inf
     if not math.isfinite(crit):
         detectable = math.inf
     else:
         detectable = -math.expm1(-crit) if hib else math.expm1(min(crit, 700.0))
     p_worse, p_better = (p_less, p_greater) if hib else (p_greater, p_less)
     return Outcome(
-        check, stats.geometric_mean([c for c, _b in pairs]), stats.geometric_mean([b for _c, b in pairs]),
-        n_current=n, n_reference=n, change=change, worse=-change if hib else change,
+        check, current, reference, n_current=n, n_reference=n, change=change, worse=-change if hib else change,
         p_worse=p_worse, p_better=p_better, p_worse_adj=p_worse, p_better_adj=p_better, detectable=detectable,
-        min_p=0.0, alpha_each=alpha_each, test=f"paired-t (ABBA blocks, df {df})" if n > 1 else "paired-t",
-        ref_what=AB_REFERENCE, ref_detail=f"pair sd {sd * 100:.1f}%" if math.isfinite(sd) else "")
+        min_p=0.0, alpha_each=alpha_each, test=test, ref_what=AB_REFERENCE, ref_detail=detail, cells=cells)
 
 
 def with_aa_guard(o: Outcome) -> Outcome:
@@ -192,4 +202,4 @@ def pair_spread(current: Samples, side: ab.AbSide) -> dict[str, tuple[float, int
 
 
 __all__ = ["AB_KINDS", "AB_REFERENCE", "assess_ab", "assess_ab_cell", "census_outcomes", "pair_logs", "pair_noise",
-           "pair_spread", "with_aa_guard"]
+           "pair_spread", "paired_outcome", "with_aa_guard"]

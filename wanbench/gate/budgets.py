@@ -110,6 +110,8 @@ def all_families() -> tuple[str, ...]:
     return fault_families() + families.names(families.WORKLOAD) + outage_families()
 
 
+#: the scenario of a level's pooled key (``CellKey.pooled``): every scenario and concurrency of the level
+POOLED = "*"
 CHECK_KINDS = ("baseline", "drop", "level0", "absolute", "census", "ab")
 #: census metrics (``wanbench.census``), by first name part: a census rule's keys are
 #: glob patterns over these (``round_trips``, ``bytes_per_op.*``, ``work.*.statements``)
@@ -135,11 +137,20 @@ class CellKey:
 
     @property
     def label(self) -> str:
-        """``replica_write rtt=200ms c=1000``: how a DBA names the cell."""
+        """``replica_write rtt=200ms c=1000``: how a DBA names the cell; a
+        level of an A/B run (``pooled``): ``rtt=0ms, its cells pooled``."""
+        if self.pooled:
+            return f"{self.family}={self.level}, its cells pooled"
         text = f"{self.scenario} {self.family}={self.level} c={self.concurrency}"
         if self.path not in ("", "proxy"):
             text += f" via {self.path}"
         return text
+
+    @property
+    def pooled(self) -> bool:
+        """The key of a fault level's cells pooled (an A/B run's level verdict,
+        ``wanbench.gate.ab_levels``), not of one cell."""
+        return self.scenario == POOLED
 
     @property
     def is_level0(self) -> bool:

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from wanbench.errors import ConfigError
+from wanbench.gate import ab_levels
 from wanbench.gate.baseline import (
     ENV_FIELDS,
     BaselineFile,
@@ -46,6 +47,7 @@ from wanbench.gate.baseline import (
 )
 from wanbench.gate.budget_file import default_budgets_path, load_budgets
 from wanbench.gate.budgets import Budgets, CellKey
+from wanbench.gate.integrity import Problem
 from wanbench.gate.outcome import RunSummary
 from wanbench.gate.verdict import FAILED, Judge, Pending, Verdict, correct, decide, ends_as, is_undecided, repeats
 from wanbench.report.tables import text_table
@@ -155,7 +157,9 @@ def compare(base: Side | None, cur: Side, budgets: Budgets, *, release: str = ""
     """Every cell of ``cur`` judged against ``base`` exactly as pytest judges
     it (``Judge.verdict``: Bonferroni over the cells and the ``looks`` of a
     chain; ``earlier``: each repeated cell's runs before this one, ``look``:
-    which run this is), with each cell's run as a chain carries it on.
+    which run this is), with each cell's run as a chain carries it on. An A/B
+    run's level verdicts (``wanbench.gate.ab_levels``) follow its cells, each
+    level one more comparison, as in pytest.
     ``gate.correction: holm | bh | none`` in the budget file spreads alpha
     over the whole file at once instead, which pytest cannot do while tests
     are still running."""
@@ -166,22 +170,30 @@ def compare(base: Side | None, cur: Side, budgets: Budgets, *, release: str = ""
     judge = Judge(budgets, lookup, earlier)
     for c in cur.cells:
         judge.remember(c.key, c.samples, is_level0=c.level0, reference=c.reference)
-    n = max(1, len(cur.cells))
+    levels = ab_levels.levels_of(cur.cells) if base is None else []
+    n = max(1, len(cur.cells) + len(levels))
     if budgets.policy.correction == "bonferroni":
         judged = [judge.verdict(c.key, c.samples, cells=n, looks=looks, look=look, client=c.client,
                                 problems=c.problems, census=c.census, reference=c.reference,
                                 not_counts=c.not_counts, ab=c.ab) for c in cur.cells]
-        return [v for v, _p in judged], {p.key.id: p.run for _v, p in judged}
+        verdicts = [v for v, _p in judged] + (judge.level_verdicts(cur.cells, comparisons=n) if levels else [])
+        return verdicts, {p.key.id: p.run for _v, p in judged}
     alpha = budgets.policy.alpha / max(1, looks)
     pending: list[Pending] = [judge.pending(c.key, c.samples, alpha_cell=alpha / n, client=c.client,
                                             census=c.census, reference=c.reference, not_counts=c.not_counts,
                                             ab=c.ab)
                               for c in cur.cells]
+    problems: list[Sequence[Problem]] = [c.problems for c in cur.cells]
+    for level, members in levels:
+        got = ab_levels.level_pending(level, members, budgets, alpha_each=alpha / n)
+        if got is not None:
+            pending.append(got)
+            problems.append(())
     correct(pending, budgets.policy.correction)
     m = sum(1 for p in pending for o in p.outcomes if o.statistical)
-    verdicts = [decide(p, alpha=alpha, comparisons=m, problems=c.problems, repeating=looks > 1)
-                for p, c in zip(pending, cur.cells, strict=True)]
-    return verdicts, {p.key.id: p.run for p in pending}
+    verdicts = [decide(p, alpha=alpha, comparisons=m, problems=pr, repeating=looks > 1)
+                for p, pr in zip(pending, problems, strict=True)]
+    return verdicts, {p.key.id: p.run for p in pending if not p.key.pooled}
 
 
 @dataclass
@@ -241,9 +253,16 @@ def last_verdicts(judged: Sequence[Judged]) -> list[Judged]:
 
 def _headline(v: Verdict) -> str:
     for o in v.outcomes:
-        if o.check.kind == "baseline" and o.check.metric == "qps" and not math.isnan(o.change):
+        if o.check.kind in ("baseline", "ab") and o.check.metric == "qps" and not math.isnan(o.change):
             return f"{o.change * 100:+.1f}%"
     return ""
+
+
+def _counts(verdicts: Sequence[Verdict]) -> str:
+    counts: dict[str, int] = {}
+    for v in verdicts:
+        counts[v.status] = counts.get(v.status, 0) + 1
+    return ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
 
 
 def print_table(verdicts: Sequence[Verdict], out: TextIO) -> None:
@@ -253,11 +272,11 @@ def print_table(verdicts: Sequence[Verdict], out: TextIO) -> None:
     out.write("\n")
     for v in verdicts:
         out.write(f"[{v.status}] {v.message}\n")
-    counts: dict[str, int] = {}
-    for v in verdicts:
-        counts[v.status] = counts.get(v.status, 0) + 1
-    summary = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-    out.write(f"\n{len(verdicts)} cells: {summary or 'nothing to compare'}\n")
+    cells = [v for v in verdicts if not v.key.pooled]
+    levels = [v for v in verdicts if v.key.pooled]
+    out.write(f"\n{len(cells)} cells: {_counts(cells) or 'nothing to compare'}\n")
+    if levels:
+        out.write(f"{len(levels)} levels (A/B, each level's cells pooled): {_counts(levels)}\n")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -169,6 +169,9 @@ class Outcome:
     #: assumes the machine's noise may make (``guard_allowed``; ``wanbench.gate.assess.with_guard``)
     guard_shift: float = math.nan
     guard_allowed: float = math.nan
+    #: an A/B level's pooled check (``wanbench.gate.ab_levels``): the cells whose pairs it pools
+    #: (0: one cell's check); ``n_current`` is then the pairs of all of them
+    cells: int = 0
     status: str = ""
     message: str = ""
     #: the reason code behind ``status`` (``R_*``)
@@ -224,6 +227,7 @@ class Outcome:
             **({"guard": {"shift_pct": num(self.guard_shift * 100),
                           "allowed_pct": num(self.guard_allowed * 100), "tripped": self.guard_tripped}}
                if math.isfinite(self.guard_shift) else {}),
+            **({"cells": self.cells} if self.cells else {}),
             "reason": self.reason,
             "message": self.message,
         }

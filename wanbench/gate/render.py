@@ -58,6 +58,8 @@ def _sizes(o: Outcome) -> str:
     if o.unit == "run":
         runs = "run" if o.n_current == 1 else "runs"
         return f"{o.n_current} {runs} vs {o.n_reference} accepted"
+    if o.unit == "pair" and o.cells:
+        return f"{o.n_current} pairs in {o.cells} cell{'s' if o.cells != 1 else ''}"
     if o.unit == "pair":
         return f"{o.n_current} pair{'s' if o.n_current != 1 else ''} of candidate and baseline rounds"
     return f"{o.n_current} rounds vs {o.n_reference}"
@@ -84,6 +86,9 @@ def _head(o: Outcome) -> str:
                 f"baseline runs ({'+' if o.change >= 0 else '-'}{_fmt_change(o)})")
     cur = _fmt(o.check.metric, o.current)
     ref = _fmt(o.check.metric, o.reference)
+    if o.cells:  # a level's cells pooled: their QPS differ by scenario and concurrency, so say the ratio first
+        return (f"{name} of its {o.cells} cells is {_fmt_change(o)} {_direction(o)} {o.ref_what}'s "
+                f"(geometric means over the cells: {cur} vs {ref})")
     return f"{name} {cur} is {_fmt_change(o)} {_direction(o)} {o.ref_what} {ref}"
 
 
@@ -106,6 +111,10 @@ def _undecided_text(o: Outcome, reason: str) -> str:
         )
     if o.unit == "pair" and reason == R_ROUNDS_TOO_FEW:
         return f"with {o.n_current} pair(s) no difference can reach p <= {o.alpha_each:.2g}: add pairs (--rounds)"
+    if o.unit == "pair" and o.cells:
+        return (f"too noisy to judge a {o.check.describe_limit()} budget: pooled, the {o.n_current} pairs of its "
+                f"{o.cells} cells could detect a {'drop' if o.check.higher_is_better else 'rise'} of "
+                f"{_fmt_change(o, o.detectable)}: add pairs (--rounds), or run when the machine is quieter")
     if o.unit == "pair":
         return (f"too noisy to judge a {o.check.describe_limit()} budget: with {o.n_current} pairs the smallest "
                 f"{'drop' if o.check.higher_is_better else 'rise'} they could detect is "

@@ -35,10 +35,10 @@ from typing import Any
 
 from wanbench.ab import AbSide
 from wanbench.census import UNITS
-from wanbench.gate import census_checks
+from wanbench.gate import ab_levels, census_checks
 from wanbench.gate.ab_checks import AB_REFERENCE, assess_ab_cell
 from wanbench.gate.assess import Pending, assess, assess_cell, assess_runs, correct, correct_online, with_drift
-from wanbench.gate.baseline import Lookup, Samples, drops_of, summary_of
+from wanbench.gate.baseline import Lookup, RunCell, Samples, drops_of, summary_of
 from wanbench.gate.budgets import Budgets, CellKey
 from wanbench.gate.integrity import Problem
 from wanbench.gate.outcome import (
@@ -388,3 +388,19 @@ class Judge:
         if look > 1:
             verdict = replace(verdict, message=f"{verdict.message} [run {look} of at most {looks}]")
         return verdict, pending
+
+    def level_verdicts(self, cells: Sequence[RunCell], *, comparisons: int) -> list[Verdict]:
+        """An A/B run's level verdicts (``wanbench.gate.ab_levels``): each level of
+        at least two A/B cells, its cells' QPS pairs pooled, judged with the
+        session's alpha split over ``comparisons`` (its cells and its levels).
+        pytest calls this at the end of the run, ``compare`` for a stored one."""
+        alpha = self.budgets.policy.alpha
+        m = max(1, comparisons)
+        out = []
+        for level, members in ab_levels.levels_of(cells):
+            pending = ab_levels.level_pending(level, members, self.budgets, alpha_each=alpha / m)
+            if pending is None:
+                continue
+            correct_online(pending, m)
+            out.append(decide(pending, alpha=alpha, comparisons=m))
+        return out

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
-    from wanbench.gate.verdict import Judge
+    from wanbench.gate.verdict import Judge, Verdict
     from wanbench.results import CellResult
 
 from wanbench import ab
@@ -174,6 +174,53 @@ def ab_settled(judge: Judge, cell: CellResult, *, cells: int, looks: int, planne
                            done=len(cell.workload.rounds), planned=planned)
 
 
+def _level_of(item: pytest.Item) -> tuple[str, str] | None:
+    """The (family, level label) of a fault cell's test, None for other tests."""
+    from wanbench.pytest_plugin.families import family_marker
+
+    fault = getattr(getattr(item, "callspec", None), "params", {}).get("fault")
+    label = getattr(fault[1], "label", None) if isinstance(fault, tuple) and len(fault) == 2 else None
+    family = family_marker(item)
+    return (family, str(label)) if family and label is not None else None
+
+
+def planned_levels(items: list[pytest.Item]) -> int:
+    """How many level verdicts an A/B run of these gated tests gives
+    (``wanbench.gate.ab_levels``): each one more comparison for the session's alpha."""
+    from wanbench.gate.ab_levels import planned_levels as count
+
+    return count(lv for lv in map(_level_of, items) if lv)
+
+
+def end_levels(session: pytest.Session, levels: list[tuple[Verdict, str]]) -> None:
+    """An A/B run's level verdicts, each with how it ends the run (the gate
+    judged them at the end of the session): kept beside the cells for the
+    results JSON, the summary and Allure (``ResultsSink.levels``); a level
+    that fails (a regression; an undecided one under ``--gate-strict``) fails
+    the run as a failed cell would, though every cell passed."""
+    from wanbench.gate.verdict import FAILED
+    from wanbench.pytest_plugin.reporting import sink_of
+
+    sink_of(session.config).levels = [{**v.to_json(), "ends": ends} for v, ends in levels]
+    if any(ends == FAILED for _v, ends in levels) and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _level_lines(config: pytest.Config) -> list[str]:
+    """The A/B run's levels, each its cells pooled, as the summary prints them."""
+    from wanbench.gate.outcome import FAILED, tag_of
+    from wanbench.pytest_plugin.reporting import sink_of
+
+    levels = sink_of(config).levels
+    if not levels:
+        return []
+    lines = ["", "levels (each fault level's cells pooled, QPS candidate / baseline):"]
+    for v in levels:
+        fails = " -- fails the run" if v["ends"] == FAILED else ""
+        lines.append(f"[{v['status']}] {v['message']} {tag_of(v['status'], v['reasons'])}{fails}")
+    return lines
+
+
 def _same_cluster(candidate: str, baseline: str) -> str | None:
     """Why two cluster files cannot be the two sides of an A/B run: they are one cluster."""
     from wanbench.profiles.tidb.topology import load_cluster
@@ -279,6 +326,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     head = ["cell", "pairs", "QPS cand / base", "QPS change (sd/pair)", "p95 change", "p99 change", "verdict"]
     for line in text_table(head, rows, right=(1, 3, 4, 5)):
         tr.write_line(line)
+    for line in _level_lines(config):
+        tr.write_line(line)
 
 
-__all__ = ["aa_guard", "ab_mode", "baseline_setup", "candidate_option", "named_differences", "side_option"]
+__all__ = ["aa_guard", "ab_mode", "baseline_setup", "candidate_option", "end_levels", "named_differences",
+           "planned_levels", "side_option"]

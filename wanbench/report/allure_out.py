@@ -103,22 +103,53 @@ def write_broken(results_dir: str | os.PathLike[str], *, nodeid: str, message: s
     worker died before or while running it): status broken, with the reason.
     Its history id is the node id's, not allure-pytest's (which needs the
     test's parameter objects)."""
+    path, _, name = nodeid.partition("::")
+    full_name = f"{path.removesuffix('.py').replace('/', '.')}#{name.split('[', 1)[0]}"
+    _write_result(results_dir, name=name or nodeid, full_name=full_name, history=nodeid, status="broken",
+                  message=message, labels=[("cluster", cluster)] if cluster else [])
+
+
+def write_level(results_dir: str | os.PathLike[str], level: Mapping[str, Any]) -> None:
+    """An A/B run's level verdict (``ResultsSink.levels``: its cells pooled,
+    ``wanbench.gate.ab_levels``) as an Allure result of its own: the status
+    it ends the run with, the verdict's labels (what the categories match),
+    the message with its tag, the verdict as JSON."""
+    from wanbench.gate.budgets import CellKey
+    from wanbench.gate.outcome import tag_of
+
+    key = CellKey.parse(str(level["cell"]))
+    status, ends = str(level["status"]), str(level.get("ends") or "")
+    message = f"{level['message']} {tag_of(status, [str(r) for r in level.get('reasons') or ()])}"
+    _write_result(results_dir, name=f"{key.family} level {key.level}: its cells pooled (A/B)",
+                  full_name=f"wanbench.ab_levels#{key.family}-{key.level}", history=f"ab-level {key.id}",
+                  status=ends or "passed", message=message,
+                  labels=[("parentSuite", "A/B levels"), ("suite", key.family), ("tag", "ab-level"),
+                          *verdict_labels(level)],
+                  attachment=(dumps_strict(dict(level), indent=2), "level verdict"))
+
+
+def _write_result(results_dir: str | os.PathLike[str], *, name: str, full_name: str, history: str, status: str,
+                  message: str, labels: Sequence[tuple[str, str]], attachment: tuple[str, str] | None = None) -> None:
+    """One Allure result file written outside any test (allure-pytest writes the tests')."""
     import hashlib
 
     from allure_commons.logger import AllureFileLogger
-    from allure_commons.model2 import Label, StatusDetails, TestResult
+    from allure_commons.model2 import Attachment, Label, StatusDetails, TestResult
 
-    path, _, name = nodeid.partition("::")
-    full_name = f"{path.removesuffix('.py').replace('/', '.')}#{name.split('[', 1)[0]}"
     now = int(time.time() * 1000)
-    labels = [Label(name="framework", value="wanbench")]
-    if cluster:
-        labels.append(Label(name="cluster", value=cluster))
-    result = TestResult(uuid=str(uuid.uuid4()), name=name or nodeid, fullName=full_name,
-                        historyId=hashlib.md5(nodeid.encode(), usedforsecurity=False).hexdigest(),
-                        status="broken", statusDetails=StatusDetails(message=redact(message)), stage="finished",
-                        start=now, stop=now, labels=labels)
-    AllureFileLogger(str(results_dir)).report_result(result)
+    logger = AllureFileLogger(str(results_dir))
+    attachments = []
+    if attachment is not None:
+        source = f"{uuid.uuid4()}-attachment.json"
+        logger.report_attached_data(redact(attachment[0]).encode(), source)
+        attachments.append(Attachment(name=attachment[1], source=source, type="application/json"))
+    result = TestResult(uuid=str(uuid.uuid4()), name=name, fullName=full_name,
+                        historyId=hashlib.md5(history.encode(), usedforsecurity=False).hexdigest(),
+                        status=status, statusDetails=StatusDetails(message=redact(message)), stage="finished",
+                        start=now, stop=now, attachments=attachments,
+                        labels=[Label(name="framework", value="wanbench"),
+                                *(Label(name=k, value=v) for k, v in labels)])
+    logger.report_result(result)
 
 
 def noted_environment() -> dict[str, str]:

@@ -40,3 +40,26 @@ def table_rows(cells: Sequence[Mapping[str, Any]]) -> list[list[str]]:
             ", ".join(f"{k} {v}" for k, v in sorted(kv.items())) or "-",
         ])
     return rows
+
+
+def census_summary(tr: Any, cells: Sequence[Mapping[str, Any]]) -> None:
+    """The WAN cost census per cell (results-JSON cells) in the terminal
+    summary: what the fault acted on, per operation (docs/census.md)."""
+    from wanbench.gate.baseline import cell_key
+    from wanbench.report.tables import text_table
+
+    rows = table_rows([{**c["census"], "label": cell_key(c).label, "census": c["census"]}
+                       for c in cells if c.get("census")])
+    if not rows:
+        return
+    tr.section("wanbench census: round trips, bytes and statements per operation")
+    head = ["cell", "drop beside level 0 (A/A guard at level 0)", "round trips/op", "bytes/op by server",
+            "statements/op by server", "QPS measured / predicted", "KV requests/op (TiDB)"]
+    if all(r[-1] == "-" for r in rows):  # no TiDB cell: no KV column
+        head, rows = head[:-1], [r[:-1] for r in rows]
+    for line in text_table(head, rows, right=(1, 2)):
+        tr.write_line(line)
+    for c in cells:
+        finding = ((c.get("census") or {}).get("prediction") or {}).get("finding")
+        if finding:
+            tr.write_line(f"[census] {cell_key(c).label}: {finding}")
