@@ -71,6 +71,15 @@ def test_identical_sides_leave_the_level_undecided_or_passed_never_regressed() -
     assert "could detect a drop of 6.5%" in level.message
 
 
+def test_a_level_fails_the_run_by_a_regression_alone_even_under_gate_strict() -> None:
+    from wanbench.gate.verdict import ends_as
+
+    _statuses, (slower,) = judged(level_cells(0.9))
+    _statuses, (same,) = judged(level_cells(1.0))
+    assert [ends_as(slower), ends_as(slower, strict=True)] == ["failed", "failed"]
+    assert [ends_as(same), ends_as(same, strict=True)] == ["skipped", "skipped"]  # the cells are strict's business
+
+
 def test_the_aa_guard_holds_a_level_as_it_holds_a_cell() -> None:
     _statuses, (level,) = judged(level_cells(0.9, aa=True))
     assert level.status == "inconclusive"
