@@ -89,6 +89,7 @@ def test_a_candidate_under_a_cpu_quota_is_flagged_at_level_0_and_compare_agrees(
         assert "ab" in fired, cell["verdict"]["message"]
     assert "lab_cpu_limit" in res.stdout or "--lab-cpu-limit=" in res.stdout
     # the level: both cells' pairs pooled, judged once more, the same in the results, compare and Allure
+    assert_valid(strict_load(out))  # the levels are in the results schema
     (level,) = json.loads(out.read_text())["levels"]
     assert (level["cell"], level["status"], level["ends"]) == ("rtt/*/0ms/c=0//", "regression", "failed")
     assert "QPS of its 2 cells is" in level["message"]
