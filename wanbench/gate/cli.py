@@ -18,7 +18,9 @@ a pipeline can gate on stored results.
 
 An A/B run's results document holds its baseline side beside every cell
 (``wanbench.ab``): given alone, it is judged against that side pair by pair
-(``wanbench.gate.ab_checks``), as pytest judged it.
+(``wanbench.gate.ab_checks``), then each fault level's cells pooled
+(``wanbench.gate.ab_levels``: a row per level after the cells, ``rtt=0ms,
+its cells pooled``), as pytest judged it; a level's regression exits 1.
 """
 
 from __future__ import annotations
