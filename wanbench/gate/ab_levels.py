@@ -42,7 +42,6 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
 
 from wanbench import ab
 from wanbench.gate import stats
@@ -128,7 +127,7 @@ def level_pending(level: CellKey, cells: Sequence[RunCell], budgets: Budgets, *,
                        detail=f"each cell's mean log ratio weighs the same, Welch df {df:.1f}", cells=k)
     if all(c.ab is not None and c.ab.aa for c in cells):
         o = with_aa_guard(o)
-    pending.outcomes.append(replace(o, check=replace(check, metric=METRIC)))
+    pending.outcomes.append(o)
     if k < len(cells):
         pending.notes.append(f"{len(cells) - k} of its {len(cells)} cells measured fewer than 2 pairs")
     return pending
