@@ -196,8 +196,8 @@ def end_levels(session: pytest.Session, levels: list[tuple[Verdict, str]]) -> No
     """An A/B run's level verdicts, each with how it ends the run (the gate
     judged them at the end of the session): kept beside the cells for the
     results JSON, the summary and Allure (``ResultsSink.levels``); a level
-    that fails (a regression; an undecided one under ``--gate-strict``) fails
-    the run as a failed cell would, though every cell passed."""
+    that regressed fails the run as a failed cell would, though every cell
+    passed (an undecided level never does, ``ends_as``)."""
     from wanbench.gate.verdict import FAILED
     from wanbench.pytest_plugin.reporting import sink_of
 
