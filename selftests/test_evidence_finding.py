@@ -277,6 +277,50 @@ def test_connections_that_never_close_cost_the_window_a_note_not_the_measurement
     assert any("still open" in n for n in ev.get("notes", [])), ev.get("notes")
 
 
+def test_a_window_opens_only_when_an_earlier_loads_connections_are_gone() -> None:
+    """A warm-up (not measured) has just exited but the servers are still
+    closing its 1000 connections, each with a COM_QUIT that Questions counts:
+    the next window's first snapshot waits until they are back at rest, so
+    none of that teardown is counted in it."""
+    from wanbench.evidence.collect import EvidenceCollector
+
+    probe = _ClosingProbe([{"primary": 1, "replica": 0},  # at rest: the replication's connection
+                           {"primary": 1001, "replica": 0}, {"primary": 350, "replica": 0},  # the warm-up's, closing
+                           {"primary": 1, "replica": 0}])
+    col = EvidenceCollector(probe)
+    col.at_rest()
+    col.prepare()
+    assert probe.calls == ["clients", "clients", "clients", "clients", "full", "clients"]
+    col.begin()
+    col.end()
+    ev = col.take()
+    assert ev is not None
+    assert "notes" not in ev
+
+
+def test_a_connection_that_stays_becomes_the_rest_with_a_note(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A standing connection opened after the session began (a heartbeat's)
+    costs one wait and a note, not one per window."""
+    from wanbench.evidence import collect
+
+    monkeypatch.setattr(collect, "SETTLE_S", 0.1)
+    probe = _ClosingProbe([{"primary": 1}, {"primary": 3}])
+    col = collect.EvidenceCollector(probe)
+    col.at_rest()
+    col.prepare()
+    col.begin()
+    col.end()
+    ev = col.take()
+    assert ev is not None
+    assert any("more connections than at rest" in n for n in ev.get("notes", [])), ev.get("notes")
+    probe.calls.clear()
+    col.prepare()  # 3 is the rest now: no wait
+    assert probe.calls == ["clients", "full", "clients"]
+    col.begin()
+    col.end()
+    assert "notes" not in (col.take() or {})
+
+
 class _PollingProbe(_CountingProbe):
     def poll(self) -> None:
         pass

@@ -171,7 +171,7 @@ def test_statements_counted_before_census_2_are_not_compared(tmp_path: Path) -> 
     path = store.save(fp(), [cell("replica_read", [100.0, 101.0])])
     doc = json.loads(path.read_text())
     run = doc["runs"][0]
-    assert run["census_version"] == 3
+    assert run["census_version"] == 4
     cid = next(iter(run["cells"]))
     run["cells"][cid]["census"] = {"work.primary.statements": 1.01, "bytes_per_op.primary": 280.0}
     new = json.loads(json.dumps(run))
@@ -200,6 +200,26 @@ def test_round_trips_of_census_2_are_not_compared(tmp_path: Path) -> None:
     found = read_store_file(path).cell(cell_key(cell("replica_read", [1.0])))
     assert found is not None
     assert found.run_census == {"round_trips": [1.01], "bytes_per_op.primary": [280.0, 280.0]}
+
+
+def test_statements_of_census_3_are_not_compared(tmp_path: Path) -> None:
+    """Census 3 could count an earlier, unmeasured round's teardown in the next
+    window at concurrency 500-1000 (1.60-1.75 statements per write instead of
+    1.50): census 4 waits for it, so older statements are left out."""
+    store = BaselineStore(tmp_path)
+    path = store.save(fp(), [cell("replica_write", [100.0, 101.0])])
+    doc = json.loads(path.read_text())
+    run = doc["runs"][0]
+    cid = next(iter(run["cells"]))
+    run["cells"][cid]["census"] = {"work.primary.statements": 1.502, "round_trips": 1.0}
+    old = json.loads(json.dumps(run))
+    old["census_version"] = 3
+    old["cells"][cid]["census"]["work.primary.statements"] = 1.753
+    doc["runs"].append(old)
+    path.write_text(json.dumps(doc))
+    found = read_store_file(path).cell(cell_key(cell("replica_write", [1.0])))
+    assert found is not None
+    assert found.run_census == {"work.primary.statements": [1.502], "round_trips": [1.0, 1.0]}
 
 
 def test_a_census_only_entry_adds_its_census_and_no_rounds(tmp_path: Path) -> None:

@@ -205,6 +205,8 @@ class EvidenceCollector:
         self._poller: tuple[threading.Thread, threading.Event] | None = None
         self._pending: Snapshot | None = None
         self._clients: dict[str, int] | None = None
+        #: each server's connections with no load running (``at_rest``): a window opens only at or below it
+        self._rest: dict[str, int] | None = None
 
     def _poll_loop(self, stop: threading.Event) -> None:
         poll = getattr(self.probe, "poll", None)
@@ -249,10 +251,17 @@ class EvidenceCollector:
             self._notes.append(f"snapshot failed: {type(exc).__name__}: {exc}")
             return None
 
+    def at_rest(self) -> None:
+        """Count each server's connections now, with no load running (the
+        replication's, a user's own): before every window the servers are
+        back at this count, so an earlier load's teardown is never counted."""
+        self._rest = self._count_clients()
+
     def prepare(self) -> None:
         """Read the expensive counters now, before the load starts."""
         if self.enabled:
             self._quiesce()
+            self._calm()
             self._pending = self._safe(self.probe.snapshot)
             self._clients = self._count_clients()
 
@@ -268,6 +277,33 @@ class EvidenceCollector:
                              f"{SETTLE_S:g} s before this window: its counters may hold some of them")
         except Exception as exc:  # noqa: BLE001 - evidence never stops a measurement
             self._notes.append(f"replica position unknown: {type(exc).__name__}: {exc}")
+
+    def _calm(self) -> None:
+        """Wait (at most ``SETTLE_S``) until no server has more connections
+        than at rest (``at_rest``). A load that nothing measured ran just
+        before this window (a warm-up, an interleaved level-0 round): its
+        process has exited, but the servers may still be closing its
+        connections, each with a ``COM_QUIT`` that ``Questions`` counts. At
+        concurrency 1000 on the lab 200-500 of an earlier round's 1000 quits
+        fell inside the next window: a write cost 1.60-1.75 statements
+        instead of 1.50 in runs of unchanged code (2026-11-28). A count still above rest after
+        ``SETTLE_S`` is a standing connection (a heartbeat's): it becomes the
+        rest, with a note."""
+        rest = self._rest
+        if rest is None:
+            return
+        now: dict[str, int] | None = None
+
+        def calm() -> bool:
+            nonlocal now
+            now = self._count_clients()
+            return now is None or all(n <= rest.get(server, 0) for server, n in now.items())
+
+        self._wait_until(calm, lambda: f"the servers held more connections than at rest {SETTLE_S:g} s before this "
+                                       f"window ({now}, at rest {rest}): an earlier load's teardown may be counted "
+                                       "in it; its count is the rest from now on")
+        if now is not None:  # lower when a connection at rest went away, higher when one stayed
+            self._rest = dict(now)
 
     def _wait_until(self, done: Callable[[], bool], late: Callable[[], str]) -> None:
         """Poll ``done`` every 20 ms for at most ``SETTLE_S``; past that, note ``late()``."""

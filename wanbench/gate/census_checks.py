@@ -120,11 +120,14 @@ def beyond(check: Check, current: float, reference: float) -> bool:
 #: how the census was counted when a run was accepted (a run without one: 1). 2: the load's teardown
 #: (a COM_QUIT per connection) is always in the window; in 1 it was in or out as a race went, so
 #: statements per operation of census 1 are not compared (``CENSUS_REDEFINED``)
-CENSUS_VERSION = 3
+CENSUS_VERSION = 4
 #: census metrics (fnmatch patterns) whose meaning changed with each version, by the version that changed them.
 #: 3: a value is stored only where it is a count (``wanbench.census``: round trips from latency where no queue
-#: met the fastest operation); census 1-2 stored estimates at concurrency 500-1000 that wandered from -0.3 to 2.4
-CENSUS_REDEFINED = {2: ("work.*.statements",), 3: ("round_trips",)}
+#: met the fastest operation); census 1-2 stored estimates at concurrency 500-1000 that wandered from -0.3 to 2.4.
+#: 4: a window opens only once an earlier load's connections are closed (``EvidenceCollector.at_rest``); in 3
+#: an unmeasured round's teardown could fall into the next window at concurrency 500-1000 (a write 1.60-1.75
+#: statements instead of 1.50)
+CENSUS_REDEFINED = {2: ("work.*.statements",), 3: ("round_trips",), 4: ("work.*.statements",)}
 
 
 def census_only_keep(verdict: Mapping[str, Any] | None, min_runs: int) -> bool:

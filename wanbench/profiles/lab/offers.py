@@ -50,7 +50,9 @@ class LabEvidence:
             if not was_running:
                 started = prom
                 note(f"lab Prometheus on {prom.url} (node and mysqld exporters, 1 s scrapes)")
-        return LabWindows(LabProbe(self.lab), prom, started=started)
+        windows = LabWindows(LabProbe(self.lab), prom, started=started)
+        windows.at_rest()  # opened before any load: every window waits for the servers to be back at this
+        return windows
 
 
 class RunningLabControls:
