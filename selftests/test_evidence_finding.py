@@ -298,13 +298,11 @@ def test_a_window_opens_only_when_an_earlier_loads_connections_are_gone() -> Non
     assert "notes" not in ev
 
 
-def test_a_connection_that_stays_becomes_the_rest_with_a_note(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A standing connection opened after the session began (a heartbeat's)
-    costs one wait and a note, not one per window."""
+def test_a_teardown_longer_than_the_wait_costs_the_window_a_note(monkeypatch: pytest.MonkeyPatch) -> None:
     from wanbench.evidence import collect
 
     monkeypatch.setattr(collect, "SETTLE_S", 0.1)
-    probe = _ClosingProbe([{"primary": 1}, {"primary": 3}])
+    probe = _ClosingProbe([{"primary": 1}, *({"primary": n} for n in range(1000, 2, -1))])
     col = collect.EvidenceCollector(probe)
     col.at_rest()
     col.prepare()
@@ -312,9 +310,30 @@ def test_a_connection_that_stays_becomes_the_rest_with_a_note(monkeypatch: pytes
     col.end()
     ev = col.take()
     assert ev is not None
-    assert any("more connections than at rest" in n for n in ev.get("notes", [])), ev.get("notes")
+    assert any("still closing connections" in n for n in ev.get("notes", [])), ev.get("notes")
+
+
+def test_a_connection_that_stands_beside_the_load_becomes_the_rest() -> None:
+    """A standing connection opened after the session began (a heartbeat's
+    writers) is not a load closing: once its count has stood still for
+    QUIET_S it is the rest, with no note and no wait in later windows."""
+    import time
+
+    from wanbench.evidence import collect
+
+    probe = _ClosingProbe([{"primary": 1}, {"primary": 4}])
+    col = collect.EvidenceCollector(probe)
+    col.at_rest()
+    t0 = time.monotonic()
+    col.prepare()
+    assert collect.QUIET_S <= time.monotonic() - t0 < collect.SETTLE_S
+    col.begin()
+    col.end()
+    ev = col.take()
+    assert ev is not None
+    assert "notes" not in ev
     probe.calls.clear()
-    col.prepare()  # 3 is the rest now: no wait
+    col.prepare()  # 4 is the rest now: no wait
     assert probe.calls == ["clients", "full", "clients"]
     col.begin()
     col.end()

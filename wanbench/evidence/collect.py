@@ -44,6 +44,8 @@ from wanbench.evidence.readers import LinkBytes, ProcInfo, open_connections, rea
 POLL_S = 1.0
 #: how long a window waits for the replica to catch up (start) and the load's connections to close (end)
 SETTLE_S = 3.0
+#: a number of open connections that stands still this long is not a load closing them (``_calm``)
+QUIET_S = 0.5
 STATUS_COUNTERS = (
     "Questions", "Com_commit", "Com_select", "Com_insert", "Com_update", "Com_delete",
     "Bytes_sent", "Bytes_received",
@@ -280,29 +282,35 @@ class EvidenceCollector:
 
     def _calm(self) -> None:
         """Wait (at most ``SETTLE_S``) until no server has more connections
-        than at rest (``at_rest``). A load that nothing measured ran just
-        before this window (a warm-up, an interleaved level-0 round): its
-        process has exited, but the servers may still be closing its
-        connections, each with a ``COM_QUIT`` that ``Questions`` counts. At
-        concurrency 1000 on the lab 200-500 of an earlier round's 1000 quits
-        fell inside the next window: a write cost 1.60-1.75 statements
-        instead of 1.50 in runs of unchanged code (2026-11-28). A count still above rest after
-        ``SETTLE_S`` is a standing connection (a heartbeat's): it becomes the
-        rest, with a note."""
+        than at rest (``at_rest``), or their number has stood still for
+        ``QUIET_S``. A load that nothing measured ran just before this window
+        (a warm-up, an interleaved level-0 round): its process has exited,
+        but the servers may still be closing its connections, each with a
+        ``COM_QUIT`` that ``Questions`` counts. At concurrency 1000 on the lab
+        200-500 of an earlier round's 1000 quits fell inside the next window:
+        a write cost 1.60-1.75 statements instead of 1.50 in runs of unchanged
+        code (2026-11-28). Connections that stand still are not closing (a
+        heartbeat's writers beside the load): their count becomes the rest."""
         rest = self._rest
         if rest is None:
             return
         now: dict[str, int] | None = None
+        last: dict[str, int] | None = None
+        still_since = time.monotonic()
 
         def calm() -> bool:
-            nonlocal now
+            nonlocal now, last, still_since
             now = self._count_clients()
-            return now is None or all(n <= rest.get(server, 0) for server, n in now.items())
+            if now is None or all(n <= rest.get(server, 0) for server, n in now.items()):
+                return True
+            if now != last:
+                last, still_since = now, time.monotonic()
+            return time.monotonic() - still_since >= QUIET_S
 
-        self._wait_until(calm, lambda: f"the servers held more connections than at rest {SETTLE_S:g} s before this "
+        self._wait_until(calm, lambda: f"the servers were still closing connections {SETTLE_S:g} s before this "
                                        f"window ({now}, at rest {rest}): an earlier load's teardown may be counted "
-                                       "in it; its count is the rest from now on")
-        if now is not None:  # lower when a connection at rest went away, higher when one stayed
+                                       "in it")
+        if now is not None:  # lower when a connection at rest went away, higher when one stands beside the load
             self._rest = dict(now)
 
     def _wait_until(self, done: Callable[[], bool], late: Callable[[], str]) -> None:
