@@ -119,17 +119,22 @@ def present_rules(mech: Mechanism, fault: Fault) -> list[str]:
     return []
 
 
-def _bulk_select(host: str, port: int, user: str, password: str, nbytes: int, out: list[Any]) -> None:
+def _bulk_select(host: str, port: int, user: str, password: str, nbytes: int, out: list[Any],
+                 start: threading.Barrier) -> None:
+    """One bulk answer of ``nbytes`` through ``port``, asked once every connection is up
+    (``start``): ``(bytes, finished)`` into ``out``, or the exception."""
     try:
         conn = sql_connect(host=host, port=port, user=user, password=password)
         try:
+            start.wait(timeout=60)
             cur = conn.cursor()
             cur.execute(f"SELECT REPEAT('x', {int(nbytes)})")
             rows: list[Any] = list(cur.fetchall())
-            out.append(len(str(rows[0][0])))
+            out.append((len(str(rows[0][0])), time.perf_counter()))
         finally:
             conn.close()
     except Exception as exc:  # noqa: BLE001 - reported by the caller
+        start.abort()  # the others stop waiting for this connection
         out.append(exc)
 
 
@@ -139,21 +144,23 @@ LO_MTU = 65536
 
 def measure_link_rate(user: str, password: str, port: int, mbit: float, connections: int = 4,
                       seconds: float = LAB_TRANSFER_S) -> dict[str, Any]:
-    """Aggregate goodput of ``connections`` parallel bulk answers through one link."""
+    """Aggregate goodput of ``connections`` parallel bulk answers through one link, timed from
+    the moment all of them are connected (a busy machine's slow handshakes are not the link's)."""
     per_conn = max(20_000, int(mbit * 1e6 / 8 * seconds / connections))
     results: list[Any] = []
+    t0: list[float] = []
+    start = threading.Barrier(connections, action=lambda: t0.append(time.perf_counter()))
     threads = [threading.Thread(target=_bulk_select, args=("127.0.0.1", port, user, password,
-                                                            per_conn, results)) for _ in range(connections)]
-    t0 = time.perf_counter()
+                                                            per_conn, results, start)) for _ in range(connections)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=120)
-    elapsed = time.perf_counter() - t0
     errors = [str(r) for r in results if isinstance(r, Exception)]
-    if errors or len(results) != connections:
+    if errors or len(results) != connections or not t0:
         raise FaultVerificationError("lab", f"rate transfer through port {port} failed: {errors[:2]}")
-    got = sum(results)
+    got = sum(n for n, _end in results)
+    elapsed = max(end for _n, end in results) - t0[0]
     return {"port": port, "bytes": got, "seconds": round(elapsed, 3), "connections": connections,
             "measured_mbit": round(got * 8 / elapsed / 1e6, 3)}
 
@@ -171,6 +178,12 @@ def verify_lab_fault(mech: Mechanism, user: str, password: str, fault: Fault, ev
         high = 0.02 + burst_s / LAB_TRANSFER_S
         for port in mech.ports(fault):
             m = measure_link_rate(user, password, port, fault.level.value)
+            if m["measured_mbit"] / fault.level.value - 1 < -0.12:
+                # below the cap: a busy machine's reader can fall behind it (4.2 of 5 Mbit/s beside a
+                # self-test, 2026-11-28); a cap set too low stays low when measured again
+                again = measure_link_rate(user, password, port, fault.level.value)
+                if again["measured_mbit"] > m["measured_mbit"]:
+                    m = {**again, "first_measured_mbit": m["measured_mbit"]}
             dev = m["measured_mbit"] / fault.level.value - 1
             m.update(asked_mbit=fault.level.value, deviation_pct=round(dev * 100, 2),
                      allowed_pct=[-12.0, round(high * 100, 2)], ok=-0.12 <= dev <= high)
