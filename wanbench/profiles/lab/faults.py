@@ -139,6 +139,9 @@ def _bulk_select(host: str, port: int, user: str, password: str, nbytes: int, ou
 
 
 LAB_TRANSFER_S = 4.0
+#: a rate measured below its cap is measured again up to this many times, this far apart
+RATE_RETRIES = 2
+RATE_RETRY_PAUSE_S = 2.0
 LO_MTU = 65536
 
 
@@ -178,12 +181,18 @@ def verify_lab_fault(mech: Mechanism, user: str, password: str, fault: Fault, ev
         high = 0.02 + burst_s / LAB_TRANSFER_S
         for port in mech.ports(fault):
             m = measure_link_rate(user, password, port, fault.level.value)
-            if m["measured_mbit"] / fault.level.value - 1 < -0.12:
-                # below the cap: a busy machine's reader can fall behind it (4.2 of 5 Mbit/s beside a
-                # self-test, 2026-11-28); a cap set too low stays low when measured again
+            tries = [m["measured_mbit"]]
+            while m["measured_mbit"] / fault.level.value - 1 < -0.12 and len(tries) <= RATE_RETRIES:
+                # below the cap: the machine was busy (a cell's 1000 connections closing, a self-test
+                # beside: 3.6-4.2 of 5 Mbit/s, 2026-11-28); a cap never lets more through than it is
+                # set to, so the best of a few tries, a moment apart, is the cap's rate; one set too
+                # low stays low
+                time.sleep(RATE_RETRY_PAUSE_S)
                 again = measure_link_rate(user, password, port, fault.level.value)
-                if again["measured_mbit"] > m["measured_mbit"]:
-                    m = {**again, "first_measured_mbit": m["measured_mbit"]}
+                tries.append(again["measured_mbit"])
+                m = again if again["measured_mbit"] > m["measured_mbit"] else m
+            if len(tries) > 1:
+                m = {**m, "tries_mbit": tries}
             dev = m["measured_mbit"] / fault.level.value - 1
             m.update(asked_mbit=fault.level.value, deviation_pct=round(dev * 100, 2),
                      allowed_pct=[-12.0, round(high * 100, 2)], ok=-0.12 <= dev <= high)
