@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from wanbench.errors import ConfigError
-from wanbench.evidence.collect import Snapshot, evidence_from_windows
+from wanbench.evidence.deltas import Snapshot, evidence_from_windows
 from wanbench.evidence.finding import Point, find_knee, finding_for, findings
 from wanbench.evidence.readers import ProcInfo, open_connections, parse_proc_tcp, parse_ss, read_cpu_ticks
 from wanbench.fixtures.evidence import evidence_line
