@@ -269,24 +269,33 @@ class EvidenceCollector:
         rest = self._rest
         if rest is None:
             return
+        now = self._wait_for_clients(rest, lambda now: f"the servers were still closing connections {SETTLE_S:g} s "
+                                     f"before this window ({now}, at rest {rest}): an earlier load's teardown may "
+                                     "be counted in it", quiet=True)
+        if now is not None:  # lower when a connection at rest went away, higher when one stands beside the load
+            self._rest = dict(now)
+
+    def _wait_for_clients(self, limit: Mapping[str, int], late: Callable[[dict[str, int] | None], str], *,
+                          quiet: bool = False) -> dict[str, int] | None:
+        """Poll the servers' connections (at most ``SETTLE_S``) until none has
+        more than ``limit``, or with ``quiet`` until their number has stood
+        still for ``QUIET_S``; past that, note ``late(last count)``. The last
+        count (None: the probe cannot count them)."""
         now: dict[str, int] | None = None
         last: dict[str, int] | None = None
         still_since = time.monotonic()
 
-        def calm() -> bool:
+        def done() -> bool:
             nonlocal now, last, still_since
             now = self._count_clients()
-            if now is None or all(n <= rest.get(server, 0) for server, n in now.items()):
+            if now is None or all(n <= limit.get(server, 0) for server, n in now.items()):
                 return True
             if now != last:
                 last, still_since = now, time.monotonic()
-            return time.monotonic() - still_since >= QUIET_S
+            return quiet and time.monotonic() - still_since >= QUIET_S
 
-        self._wait_until(calm, lambda: f"the servers were still closing connections {SETTLE_S:g} s before this "
-                                       f"window ({now}, at rest {rest}): an earlier load's teardown may be counted "
-                                       "in it")
-        if now is not None:  # lower when a connection at rest went away, higher when one stands beside the load
-            self._rest = dict(now)
+        self._wait_until(done, lambda: late(now))
+        return now
 
     def _wait_until(self, done: Callable[[], bool], late: Callable[[], str]) -> None:
         """Poll ``done`` every 20 ms for at most ``SETTLE_S``; past that, note ``late()``."""
@@ -313,15 +322,8 @@ class EvidenceCollector:
         before, self._clients = self._clients, None
         if before is None:
             return
-        now: dict[str, int] | None = None
-
-        def closed() -> bool:
-            nonlocal now
-            now = self._count_clients()
-            return now is None or all(n <= before.get(server, 0) for server, n in now.items())
-
-        self._wait_until(closed, lambda: f"the load's connections were still open {SETTLE_S:g} s after it ended "
-                                         f"({now}, before it {before}): the window may miss their teardown")
+        self._wait_for_clients(before, lambda now: f"the load's connections were still open {SETTLE_S:g} s after "
+                               f"it ended ({now}, before it {before}): the window may miss their teardown")
 
     def begin(self) -> None:
         if not self.enabled:

@@ -139,6 +139,8 @@ def _bulk_select(host: str, port: int, user: str, password: str, nbytes: int, ou
 
 
 LAB_TRANSFER_S = 4.0
+#: the lowest goodput a verified cap may measure, as a share below the cap
+RATE_LOW = -0.12
 #: a rate measured below its cap is measured again up to this many times, this far apart
 RATE_RETRIES = 2
 RATE_RETRY_PAUSE_S = 2.0
@@ -182,7 +184,7 @@ def verify_lab_fault(mech: Mechanism, user: str, password: str, fault: Fault, ev
         for port in mech.ports(fault):
             m = measure_link_rate(user, password, port, fault.level.value)
             tries = [m["measured_mbit"]]
-            while m["measured_mbit"] / fault.level.value - 1 < -0.12 and len(tries) <= RATE_RETRIES:
+            while m["measured_mbit"] / fault.level.value - 1 < RATE_LOW and len(tries) <= RATE_RETRIES:
                 # below the cap: the machine was busy (a cell's 1000 connections closing, a self-test
                 # beside: 3.6-4.2 of 5 Mbit/s, 2026-11-28); a cap never lets more through than it is
                 # set to, so the best of a few tries, a moment apart, is the cap's rate; one set too
@@ -195,7 +197,7 @@ def verify_lab_fault(mech: Mechanism, user: str, password: str, fault: Fault, ev
                 m = {**m, "tries_mbit": tries}
             dev = m["measured_mbit"] / fault.level.value - 1
             m.update(asked_mbit=fault.level.value, deviation_pct=round(dev * 100, 2),
-                     allowed_pct=[-12.0, round(high * 100, 2)], ok=-0.12 <= dev <= high)
+                     allowed_pct=[RATE_LOW * 100, round(high * 100, 2)], ok=RATE_LOW <= dev <= high)
             ok &= m["ok"]
             checks.append(m)
         ev = replace(evidence, measured={"rate": checks}, verified=ok)
