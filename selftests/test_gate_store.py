@@ -223,3 +223,25 @@ def test_a_census_only_entry_adds_its_census_and_no_rounds(tmp_path: Path) -> No
     assert found is not None
     assert found.runs == 1
     assert found.run_census.get("round_trips") == [1.0]
+
+
+def test_a_tpcc_cell_accepted_before_its_mix_was_fixed_is_not_compared(tmp_path: Path) -> None:
+    """TPC-C revision 2 starts each terminal at a random card of its deck: a
+    revision-1 run's TPC-C cells (short rounds ran almost no Delivery) are
+    not its baseline, and the gate says why; its other cells still are."""
+    probe = cell("replica_read", [100.0, 101.0])
+    tpcc = replace(cell("replica_tpcc", [90.0, 91.0]), workload=replace(probe.workload, workload="tpcc"))
+    store = BaselineStore(tmp_path)
+    path = store.save(fp(), [probe, tpcc])
+    doc = json.loads(path.read_text())
+    assert doc["runs"][0]["workload_revisions"] == {"tpcc": 2}
+    del doc["runs"][0]["workload_revisions"]  # as a run recorded before revisions were
+    path.write_text(json.dumps(doc))
+    old = read_store_file(path)
+    assert old.cell(cell_key(tpcc)) is None
+    assert "holds tpcc cells of revision 1 only; this wanbench runs revision 2" in old.missing_why(cell_key(tpcc))
+    assert old.cell(cell_key(probe)) is not None
+    store.save(fp(), [tpcc])  # a new accepted run makes the baseline again
+    found = read_store_file(path).cell(cell_key(tpcc))
+    assert found is not None
+    assert found.runs == 1

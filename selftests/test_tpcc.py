@@ -257,16 +257,38 @@ def test_run_is_consistent_and_reports_go_tpc_numbers(closed_run: WorkloadResult
 
 @pytest.mark.lab
 @pytest.mark.slow
-def test_mix_is_within_one_point_of_45_43_4_4_4(closed_run: WorkloadResult):
-    """The deck keeps every terminal within ~1 card per type of the exact mix,
-    so 4 terminals need only ~440 transactions to be within one point."""
+def test_mix_is_within_two_cards_per_terminal_of_45_43_4_4_4(closed_run: WorkloadResult):
+    """The deck is a cycle of 100 cards, and any stretch of it is within two
+    cards per type of the exact mix: 4 terminals and 500 transactions are
+    within 1.6 points of it, whatever card each terminal started at."""
     mix, per_type = closed_run.extra["mix"], closed_run.extra["per_type"]
+    assert closed_run.extra["mix_target"] == tpcc_model.MIX_PCT
     attempts = sum(v["count"] for v in per_type.values())
     assert attempts >= 500, "run too short to judge the mix"
     for name, want in tpcc_model.MIX_PCT.items():
         n = sum(per_type.get(k, {}).get("count", 0) for k in (name, name + "_ERR"))
-        assert abs(n - attempts * want / 100) <= 1.2 * closed_run.concurrency, f"{name}: {n} of {attempts}"
-        assert abs(mix[name] - want) <= 1.0, f"{name}: {mix[name]:.2f}% of {attempts} vs {want}%"
+        assert abs(n - attempts * want / 100) <= 2 * closed_run.concurrency, f"{name}: {n} of {attempts}"
+        assert abs(mix[name] - want) <= 200 * closed_run.concurrency / attempts, f"{name}: {mix[name]:.2f}%"
+
+
+@pytest.mark.lab
+@pytest.mark.slow
+def test_many_terminals_of_a_few_transactions_each_still_run_the_mix(mariadb: SqlTarget,
+                                                                      loaded: tpcc.LoadResult):
+    """Each terminal starts at a random card of the deck, every card as likely:
+    256 terminals of a few transactions each run about 12 % Delivery,
+    Order-Status and Stock-Level together. (The earlier start, random credit
+    scaled by each type's weight, ran none of them in a terminal's first 6
+    cards and 3 % over its first 8: at 250 terminals and 5 transactions
+    each, a round of the lab ran none.)"""
+    r = tpcc.run(mariadb, tpcc_model.TpccOptions(warehouses=1, threads=256, duration=1))
+    per_type = r.extra["per_type"]
+    attempts = sum(v["count"] for v in per_type.values())
+    assert attempts <= 8 * 256, f"{attempts} transactions: too many per terminal to show where terminals start"
+    rare = {t: sum(per_type.get(k, {}).get("count", 0) for k in (t, t + "_ERR"))
+            for t in ("ORDER_STATUS", "DELIVERY", "STOCK_LEVEL")}
+    assert all(n > 0 for n in rare.values()), rare
+    assert sum(rare.values()) >= 0.06 * attempts, f"{rare} of {attempts}"  # 12 % expected
 
 
 @pytest.mark.lab

@@ -38,6 +38,11 @@ READABLE_SCHEMAS = (1, 2)
 ENV_FIELDS = ("profile", "topology_shape", "client", "params")
 #: the client facts that are hardware; host name, Python version... are not
 CLIENT_FIELDS = ("cpu_model", "cores")
+#: workloads whose definition changed, by their revision today (1 before any change): an accepted run's cell of
+#: another revision measured something else, and is not compared. tpcc 2 (2026-11-28): each terminal starts its
+#: mix at a random card of the deck; before, short rounds at many terminals ran almost no Delivery, Order-Status
+#: or Stock-Level (docs/tpcc.md)
+WORKLOAD_REVISIONS = {"tpcc": 2}
 DEFAULT_KEEP = 5
 
 
@@ -264,7 +269,7 @@ class BaselineFile:
     runs: list[dict[str, Any]]
 
     def cell(self, key: CellKey) -> BaselineCell | None:
-        counted = [r for r in self.runs if key.id in r.get("cells", {})]
+        counted = [r for r in self.runs if key.id in r.get("cells", {}) and _revision(r, key.workload) == _today(key)]
         holding = [r for r in counted if not r["cells"][key.id].get("census_only")]
         if not holding:
             return None
@@ -298,6 +303,15 @@ class BaselineFile:
     def versions(self) -> Mapping[str, Any]:
         return dict(self.runs[-1].get("versions", {})) if self.runs else {}
 
+    def missing_why(self, key: CellKey) -> str:
+        """Why ``cell(key)`` found no accepted rounds of the cell: none recorded, or only of another revision."""
+        older = sorted({_revision(r, key.workload) for r in self.runs if key.id in r.get("cells", {})})
+        if older:
+            return (f"{self.path.name} holds {key.workload} cells of revision {', '.join(map(str, older))} only; "
+                    f"this wanbench runs revision {_today(key)}, which measures something else "
+                    "(docs/tpcc.md): accept new runs (--baseline-save)")
+        return f"{self.path.name} has no rounds of this cell"
+
     def to_json(self) -> dict[str, Any]:
         return {
             "schema": STORE_SCHEMA,
@@ -306,6 +320,15 @@ class BaselineFile:
             "key": self.fingerprint.key,
             "runs": self.runs,
         }
+
+
+def _revision(run: Mapping[str, Any], workload: str) -> int:
+    """The revision of ``workload`` an accepted run measured (1: recorded before revisions were)."""
+    return int((run.get("workload_revisions") or {}).get(workload, 1))
+
+
+def _today(key: CellKey) -> int:
+    return WORKLOAD_REVISIONS.get(key.workload, 1)
 
 
 def read_store_file(path: str | Path) -> BaselineFile:
@@ -407,6 +430,7 @@ class BaselineStore:
             "id": run_id or when,
             "accepted_at": when,
             "census_version": CENSUS_VERSION,
+            "workload_revisions": dict(WORKLOAD_REVISIONS),
             "release": release,
             "versions": _plain(fp.versions),
             "cells": run_entry_cells([c if isinstance(c, RunCell) else RunCell.of(c) for c in cells]),

@@ -339,7 +339,7 @@ class Judge:
             found = ("0, interleaved", reference)
         note = lk.note
         if lk.file is not None and baseline is None:
-            note = f"{lk.file.path.name} has no rounds of this cell"
+            note = lk.file.missing_why(key)
         pending = assess_cell(
             key,
             samples,

@@ -35,6 +35,7 @@ from wanbench.workloads.clientcpu import ClientLoad, assess, usable_cores
 from wanbench.workloads.tpcc_checks import run_checks
 from wanbench.workloads.tpcc_model import (
     _QUERIES,
+    MIX_PCT,
     STATS_PREFIX,
     RunStats,
     TpccOptions,
@@ -258,6 +259,7 @@ def to_workload_result(done: Sequence[_RoundRun], opts: TpccOptions, *, checks: 
             "efficiency_meaningful": summary.wait, "tpmc_rounds": [r.summary.tpmc for r in done],
             "warehouses": opts.warehouses, "wait": opts.wait, "time_scale": opts.time_scale,
             "per_type": {r.name: r.to_json() for r in summary.rows}, "mix": dict(summary.mix),
+            "mix_target": dict(MIX_PCT),
             "rollbacks": summary.rollbacks, "checks": list(checks), "summary_text": text, **more,
         },
     )
