@@ -53,6 +53,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from wanbench.census_mix import mix_why_not
 from wanbench.interleave import KEY as INTERLEAVE_KEY
 from wanbench.interleave import reference_rounds
 
@@ -238,7 +239,8 @@ def round_trips_why_not(cell: Mapping[str, Any], level0: Mapping[str, Any], k: f
     RTTs at concurrency 500-1000, 2026-11-27); and alike operations cross the
     links a whole number of times. Mean (mixed operations): level 0's mean
     must be a small share of the RTT and the faulted level must leave the
-    server idle half the time, or queues at either side move the mean."""
+    server idle half the time, or queues at either side move the mean; and
+    each side's window must have run the workload's mix (``mix_why_not``)."""
     if by_fastest:
         fast0 = fastest_latency_ms(level0)
         if fast0 > QUEUE_FREE_LEVEL0 * rtt:
@@ -252,6 +254,9 @@ def round_trips_why_not(cell: Mapping[str, Any], level0: Mapping[str, Any], k: f
             return (f"{k:.2f} is not a whole number of round trips, which alike operations cross: the fastest "
                     "operation met a queue or overlapped another's wait")
         return None
+    mixed = mix_why_not(cell) or mix_why_not(level0)  # the mean of mixed operations moves with their shares
+    if mixed:
+        return mixed
     lat0 = mean_latency_ms(level0)
     if lat0 > QUEUE_FREE_LEVEL0 * rtt:
         return (f"level 0's mean operation took {lat0:.1f} ms, {lat0 / rtt:.0%} of the added {rtt:g} ms RTT: "
@@ -402,6 +407,7 @@ def census_of(cell: Mapping[str, Any], level0: Mapping[str, Any] | None = None,
         borne = {name: connection_why_not(cell, level0, minimum=least)
                  for name, least in MIN_OPS_PER_CONNECTION.items()}
         idle = background_why_not(ev)
+        mixed = mix_why_not(cell)  # TPC-C, YCSB: a window that ran another mix than the workload's
         events = operations(cell)[0]
         batched = (None if events >= MIN_REPLICA_BATCHES * REPLICA_BATCH else
                    f"over {events:.0f} operations: the replica cleans its GTID table up every {REPLICA_BATCH} "
@@ -411,12 +417,12 @@ def census_of(cell: Mapping[str, Any], level0: Mapping[str, Any] | None = None,
             sent, received = _f(counters.get("Bytes_sent")), _f(counters.get("Bytes_received"))
             if math.isfinite(sent) and math.isfinite(received):
                 metrics[f"bytes_per_op.{server}"] = _metric((sent + received) / divisor, UNITS["bytes_per_op"], 1,
-                                                            why_not=borne["bytes_per_op"]
+                                                            why_not=borne["bytes_per_op"] or mixed
                                                             or idle(server, "Bytes_sent", "Bytes_received"))
             for name, sources in WORK.items():
                 vals = [_f(counters.get(c)) for c in sources if c in counters]
                 if vals and all(math.isfinite(v) for v in vals):
-                    why = (borne.get(name) or idle(server, *sources)
+                    why = (borne.get(name) or mixed or idle(server, *sources)
                            or (batched if server == "replica" and name in REPLICA_BATCHED else None))
                     metrics[f"work.{server}.{name}"] = _metric(sum(vals) / divisor, f"{name} {UNITS['work']}",
                                                                why_not=why)
@@ -424,7 +430,7 @@ def census_of(cell: Mapping[str, Any], level0: Mapping[str, Any] | None = None,
             for name, v in sorted(kv.items()):
                 if math.isfinite(v):
                     metrics[f"work.{server}.{name}"] = _metric(v / divisor, f"{name.split('.', 1)[1]} KV requests "
-                                                               f"{UNITS['work']}", why_not=idle(server, name))
+                                                               f"{UNITS['work']}", why_not=mixed or idle(server, name))
             if kv and "kv_source" in counters:
                 out["kv_source"] = KV_SOURCES.get(_f(counters["kv_source"]), "unknown")
     return out

@@ -358,6 +358,7 @@ def to_workload_result(done: Sequence[_RoundRun], opts: YcsbOptions, *, checks: 
             "fields": opts.fields, "field_length": opts.field_length, "operations": opts.operations,
             "duration_s": opts.duration if not opts.operations else None, "key_space": opts.key_space,
             "per_op": {r.name: r.to_json() for r in rows},
+            "mix": observed_mix(stats, opts.core), "mix_target": {k: v * 100.0 for k, v in opts.core.mix.items()},
             "per_op_rounds": [per_op_metrics(r.stats) for r in done],
             "not_found": {n: st.not_found for n, st in stats.ops.items() if st.not_found},
             "errors_by_op": {n: dict(sorted(st.codes.items())) for n, st in stats.ops.items() if st.codes},
@@ -367,6 +368,17 @@ def to_workload_result(done: Sequence[_RoundRun], opts: YcsbOptions, *, checks: 
             "key_counts": {str(k): n for k, n in sorted(stats.key_counts.items())} if opts.key_stats else {},
         },
     )
+
+
+def observed_mix(stats: RunStats, core: CoreWorkload) -> dict[str, float]:
+    """Each operation of ``core``'s mix as a share of the operations run (%),
+    attempts and errors alike. A READ_MODIFY_WRITE's read is also on the READ
+    line (as YCSB counts it): the READs of the mix are the rest."""
+    runs = {name: st.attempts for name, st in stats.ops.items()}
+    if "READ_MODIFY_WRITE" in core.mix:
+        runs["READ"] = runs.get("READ", 0) - runs.get("READ_MODIFY_WRITE", 0)
+    total = sum(runs.get(name, 0) for name in core.mix)
+    return {name: runs.get(name, 0) / total * 100.0 for name in core.mix} if total > 0 else {}
 
 
 # ---------------------------------------------------------------- engine
