@@ -12,7 +12,16 @@ import pytest
 
 from selftests.gate_context import CTX
 from wanbench.errors import ConfigError
-from wanbench.gate.baseline import BaselineStore, Fingerprint, RunCell, cell_key, read_store_file, samples_of
+from wanbench.gate.baseline import (
+    REVISION_DOCS,
+    WORKLOAD_REVISIONS,
+    BaselineStore,
+    Fingerprint,
+    RunCell,
+    cell_key,
+    read_store_file,
+    samples_of,
+)
 from wanbench.results import CellResult, Latency, Round, WorkloadResult
 
 
@@ -245,3 +254,21 @@ def test_a_tpcc_cell_accepted_before_its_mix_was_fixed_is_not_compared(tmp_path:
     found = read_store_file(path).cell(cell_key(tpcc))
     assert found is not None
     assert found.runs == 1
+
+
+def test_every_revised_workload_names_the_doc_that_tells_its_revisions() -> None:
+    root = Path(__file__).resolve().parent.parent
+    assert set(REVISION_DOCS) == set(WORKLOAD_REVISIONS)
+    for workload, revision in WORKLOAD_REVISIONS.items():
+        assert f"Revision {revision}" in (root / REVISION_DOCS[workload]).read_text()
+
+
+def test_a_cell_kept_only_as_census_is_not_called_another_revision(tmp_path: Path) -> None:
+    """A failed cell's census is kept without its rounds: the gate then has
+    no baseline rounds, and must say that, not that the revision differs."""
+    tpcc = replace(cell("replica_tpcc", [90.0, 91.0]), workload=replace(cell("x", [1.0]).workload, workload="tpcc"))
+    kept = replace(RunCell.of(tpcc), census_only=True, census={"work.primary.handler_calls": 40.0})
+    path = BaselineStore(tmp_path).save(fp(), [kept])
+    found = read_store_file(path)
+    assert found.cell(cell_key(tpcc)) is None
+    assert "holds only the census of this cell" in found.missing_why(cell_key(tpcc))

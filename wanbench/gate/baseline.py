@@ -43,6 +43,8 @@ CLIENT_FIELDS = ("cpu_model", "cores")
 #: mix at a random card of the deck; before, short rounds at many terminals ran almost no Delivery, Order-Status
 #: or Stock-Level (docs/tpcc.md)
 WORKLOAD_REVISIONS = {"tpcc": 2}
+#: where each revised workload's revisions are told (a gate message names it)
+REVISION_DOCS = {"tpcc": "docs/tpcc.md"}
 DEFAULT_KEEP = 5
 
 
@@ -304,12 +306,15 @@ class BaselineFile:
         return dict(self.runs[-1].get("versions", {})) if self.runs else {}
 
     def missing_why(self, key: CellKey) -> str:
-        """Why ``cell(key)`` found no accepted rounds of the cell: none recorded, or only of another revision."""
-        older = sorted({_revision(r, key.workload) for r in self.runs if key.id in r.get("cells", {})})
-        if older:
-            return (f"{self.path.name} holds {key.workload} cells of revision {', '.join(map(str, older))} only; "
-                    f"this wanbench runs revision {_today(key)}, which measures something else "
-                    "(docs/tpcc.md): accept new runs (--baseline-save)")
+        """Why ``cell(key)`` found no accepted rounds of the cell: none recorded, only of another revision,
+        or only its census (kept from a failed cell)."""
+        revisions = {_revision(r, key.workload) for r in self.runs if key.id in r.get("cells", {})}
+        if _today(key) in revisions:
+            return f"{self.path.name} holds only the census of this cell (its accepted runs failed it), no rounds"
+        if revisions:
+            return (f"{self.path.name} holds {key.workload} cells of revision {', '.join(map(str, sorted(revisions)))}"
+                    f" only; this wanbench runs revision {_today(key)}, which measures something else "
+                    f"({REVISION_DOCS[key.workload]}): accept new runs (--baseline-save)")
         return f"{self.path.name} has no rounds of this cell"
 
     def to_json(self) -> dict[str, Any]:

@@ -103,7 +103,7 @@ end
 -- terminals do not move in step and a round of a few transactions per
 -- terminal still runs the mix on average. (Before 2026-11-28 the start was
 -- random credit scaled by each type's weight, which put the first of the
--- 4 % types some 20 cards in: at 250 terminals and 5 transactions each, a
+-- 4 % types 6-20 cards in: at 250 terminals and 5 transactions each, a
 -- round ran no Delivery, Order-Status or Stock-Level at all.)
 local credit
 
