@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -62,6 +63,35 @@ def run_suite(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[s
 
 def load_results(path: Path) -> list[dict[str, Any]]:
     return json.loads(path.read_text())["results"]
+
+
+def passed_or_only_level0_regressions(res: subprocess.CompletedProcess[str], results: Path) -> list[str]:
+    """Assert that a suite run passed, or that every test it failed is a cell whose
+    only regressions are its ``level0`` checks (QPS or latency against the rounds
+    of level 0 beside it); return those checks' messages.
+
+    For lab runs that examine something else (interleaving, round trips, fault
+    evidence): a ``level0`` check is a statistical verdict on a few rounds of a
+    few hundredths of a second, with the false-alarm rate it is designed to
+    have, on a machine the other CI lane loads. Anything else that failed (an
+    error, a broken cell, a census or absolute check) still fails the caller."""
+    tail = res.stdout[-4000:] + res.stderr[-2000:]
+    if res.returncode == 0:
+        return []
+    assert res.returncode == 1, tail  # 1: tests failed; anything else is an error of the run itself
+    summary = res.stdout.strip().splitlines()[-1]
+    failed = int(m.group(1)) if (m := re.search(r"(\d+) failed", summary)) else 0
+    assert "error" not in summary, tail
+    messages: list[str] = []
+    timing_only = 0
+    for cell in load_results(results):
+        verdict = cell.get("verdict") or {}
+        worse = [c for c in verdict.get("checks", []) if c.get("status") == "regression"]
+        if verdict.get("status") == "regression" and worse and all(c["kind"] == "level0" for c in worse):
+            timing_only += 1
+            messages += [c["message"] for c in worse]
+    assert failed == timing_only, f"{failed} failed, {timing_only} on level-0 checks alone\n" + tail
+    return messages
 
 
 def recorded_pids(run_dir: Path) -> list[int]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from selftests.labutil import free_port_base, load_results, needs, run_suite
+from selftests.labutil import free_port_base, load_results, needs, passed_or_only_level0_regressions, run_suite
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 
@@ -26,7 +26,9 @@ def test_faulted_cells_carry_their_own_level_0_and_count_round_trips_against_it(
                     "--scenario", "replica_write,replica_read", "--rtt", "0,40ms", "--concurrency", "8",
                     "--rounds", "2", "--queries", "400", "--results-json", str(out), "-p", "no:randomly",
                     timeout=600)
-    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+    # what is examined here is how the cells are built, not whether reads kept their QPS in 0.05-s
+    # rounds (a CI run once saw them 10.6 % below the rounds beside, against a 10 % budget)
+    passed_or_only_level0_regressions(res, out)
     assert "each round beside a level-0 round (ABBA)" in res.stdout
     assert "round 2/4 (level 0)" in res.stdout
     cells = {c["test_id"].split("[", 1)[1].rstrip("]"): c for c in load_results(out)}
@@ -53,6 +55,11 @@ def test_faulted_cells_carry_their_own_level_0_and_count_round_trips_against_it(
     assert "the A/A guard of this scenario's faulted cells" in res.stdout
     # replica reads' level-0 check (lab.yaml: QPS within 10 %) is held against its group's guard
     level0_check = next(c for c in read["verdict"]["checks"] if c["kind"] == "level0")
+    # judged against the cell's own level-0 rounds, run beside its faulted ones
+    beside = sorted(r["qps"] for r in read["workload_extra"]["interleave"]["reference"]["rounds"])
+    assert level0_check["n_reference"] == 2
+    assert level0_check["reference"] == pytest.approx(sum(beside) / 2), (level0_check, beside)
+    assert "(rtt=0, interleaved)" in level0_check["message"], level0_check
     assert level0_check["guard"]["allowed_pct"] == 10.0, level0_check
     assert isinstance(level0_check["guard"]["tripped"], bool)
     assert "drop beside level 0" in res.stdout

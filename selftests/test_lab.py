@@ -14,7 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from selftests.labutil import ROOT, as_at_a_terminal, load_results, pid_alive, recorded_pids, run_suite, suite_cmd
+from selftests.labutil import (
+    ROOT,
+    as_at_a_terminal,
+    load_results,
+    passed_or_only_level0_regressions,
+    pid_alive,
+    recorded_pids,
+    run_suite,
+    suite_cmd,
+)
 from wanbench import scratch
 from wanbench.errors import InfrastructureError, MissingToolError
 from wanbench.faults.base import Fault, FaultKind, Level
@@ -193,7 +202,7 @@ def test_write_latency_follows_rtt_while_reads_do_not(tmp_path: Path) -> None:
     res = run_suite("tests/rtt", "-k", "rtt and (replica_write or replica_read)", "--rtt", "0,50ms",
                     "--concurrency", "10", "--rounds", "2", "--queries", "400", "--results-json", str(results),
                     "--lab-dir", str(tmp_path / "lab"), "--lab-port-base", "23480")
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    passed_or_only_level0_regressions(res, results)  # reads' QPS in 0.04-s rounds is not what is examined
     cells = {(c["scenario"], c["level"]["label"]): c for c in load_results(results)}
     assert len(cells) == 4
     w0, w50 = cells[("replica_write", "0ms")], cells[("replica_write", "50ms")]
