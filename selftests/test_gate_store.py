@@ -34,6 +34,12 @@ def cell(scenario: str, qps: list[float], level: str = "50ms", value: float = 50
                       "label": level}, 8, w, path="proxy")
 
 
+def tpcc_cell(qps: list[float]) -> CellResult:
+    """A ``replica_tpcc`` cell: a probe cell whose workload is TPC-C (the revised workload)."""
+    probe = cell("replica_tpcc", qps)
+    return replace(probe, workload=replace(probe.workload, workload="tpcc"))
+
+
 def fp(**changes: Any) -> Fingerprint:
     ctx = json.loads(json.dumps(CTX))
     for dotted, value in changes.items():
@@ -239,7 +245,7 @@ def test_a_tpcc_cell_accepted_before_its_mix_was_fixed_is_not_compared(tmp_path:
     revision-1 run's TPC-C cells (short rounds ran almost no Delivery) are
     not its baseline, and the gate says why; its other cells still are."""
     probe = cell("replica_read", [100.0, 101.0])
-    tpcc = replace(cell("replica_tpcc", [90.0, 91.0]), workload=replace(probe.workload, workload="tpcc"))
+    tpcc = tpcc_cell([90.0, 91.0])
     store = BaselineStore(tmp_path)
     path = store.save(fp(), [probe, tpcc])
     doc = json.loads(path.read_text())
@@ -266,7 +272,7 @@ def test_every_revised_workload_names_the_doc_that_tells_its_revisions() -> None
 def test_a_cell_kept_only_as_census_is_not_called_another_revision(tmp_path: Path) -> None:
     """A failed cell's census is kept without its rounds: the gate then has
     no baseline rounds, and must say that, not that the revision differs."""
-    tpcc = replace(cell("replica_tpcc", [90.0, 91.0]), workload=replace(cell("x", [1.0]).workload, workload="tpcc"))
+    tpcc = tpcc_cell([90.0, 91.0])
     kept = replace(RunCell.of(tpcc), census_only=True, census={"work.primary.handler_calls": 40.0})
     path = BaselineStore(tmp_path).save(fp(), [kept])
     found = read_store_file(path)

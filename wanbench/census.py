@@ -83,6 +83,21 @@ WORK = {
 KV_PREFIX = "kv_requests."
 #: where TiDB's KV requests were counted (``kv_source`` counter): RPCs to TiKV, or the transaction layer
 KV_SOURCES = {1.0: "rpc", 0.0: "txn"}
+#: TiDB (pessimistic transactions, its default): a statement that meets another transaction's lock
+#: waits, then is run again, re-reading and re-locking its keys (``lock_retries`` over
+#: ``locking_statements``, ``wanbench.evidence.tidb_metrics``). Where more than this share of the
+#: statements that lock keys were retried, the KV requests per operation count those waits, not the
+#: workload's work alone: TPC-C on one warehouse at 100 terminals with 50 ms on TiDB retried its locking
+#: statements 2.7 times each and sent 32.6 PessimisticLock requests per transaction, against 5.6 at 10
+#: terminals with no fault, where 12 % were retried (2026-11-29, docs/tidb.md). At 5 % the retries move
+#: a count by about half a 10 % budget
+MAX_LOCK_RETRY_SHARE = 0.05
+#: the counters that tell it: statements that locked keys, and their retries
+LOCK_COUNTERS = ("locking_statements", "lock_retries")
+#: the KV requests a transaction sends once, at its end, however often its statements were retried
+SENT_AT_COMMIT = ("Prewrite", "Commit")
+#: work a retried statement does again besides its KV requests: it takes a new timestamp (for_update_ts)
+RETRIED_WORK = ("tso_requests", "tso_waits")
 #: a prediction this far off (either way) is reported as a finding
 GAP_FINDING = 0.25
 #: round trips from latency hold only where neither side's fastest operation met a queue: level 0's
@@ -350,6 +365,28 @@ def background_why_not(ev: Mapping[str, Any]) -> Callable[..., str | None]:
     return why
 
 
+def lock_retries_of(counters: Mapping[str, Any]) -> dict[str, float] | None:
+    """A TiDB server's lock retries over the windows: retries, statements that locked keys, and their
+    share (None where the server does not count them, or no statement locked a key)."""
+    locking, retries = (_f(counters.get(name)) for name in LOCK_COUNTERS)
+    if not (math.isfinite(locking) and math.isfinite(retries)) or locking <= 0:
+        return None
+    return {"retries": retries, "locking_statements": locking, "share": round(retries / locking, 4)}
+
+
+def lock_why_not(contention: Mapping[str, float] | None) -> str | None:
+    """Why a TiDB server's KV requests per operation (but Prewrite and Commit) and its TSO requests and
+    waits are not a count of the workload's work: too many of its locking statements were retried after
+    another transaction's lock."""
+    if contention is None or contention["share"] <= MAX_LOCK_RETRY_SHARE:
+        return None
+    return (f"{contention['retries']:.0f} pessimistic retries over {contention['locking_statements']:.0f} "
+            f"statements that locked keys ({contention['share']:.0%}; a count needs at most "
+            f"{MAX_LOCK_RETRY_SHARE:.0%}): a statement that met another transaction's lock waited and ran again, "
+            "re-reading and re-locking its keys with a new timestamp, so this counts lock waits, not the workload's "
+            "work alone")
+
+
 def census_of(cell: Mapping[str, Any], level0: Mapping[str, Any] | None = None,
               lower: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The census of ``cell`` (a cell's JSON): ``{"metrics": {name: {value, unit}}, ...}``.
@@ -414,6 +451,8 @@ def census_of(cell: Mapping[str, Any], level0: Mapping[str, Any] | None = None,
                    f"applied transactions, and one batch more or less moves this by {2 * REPLICA_BATCH / events:.2f} "
                    f"per operation or more (a count needs {MIN_REPLICA_BATCHES * REPLICA_BATCH} operations)")
         for server, counters in sorted(counted.items()):
+            contention = lock_retries_of(counters)
+            locked = lock_why_not(contention)
             sent, received = _f(counters.get("Bytes_sent")), _f(counters.get("Bytes_received"))
             if math.isfinite(sent) and math.isfinite(received):
                 metrics[f"bytes_per_op.{server}"] = _metric((sent + received) / divisor, UNITS["bytes_per_op"], 1,
@@ -423,14 +462,19 @@ def census_of(cell: Mapping[str, Any], level0: Mapping[str, Any] | None = None,
                 vals = [_f(counters.get(c)) for c in sources if c in counters]
                 if vals and all(math.isfinite(v) for v in vals):
                     why = (borne.get(name) or mixed or idle(server, *sources)
-                           or (batched if server == "replica" and name in REPLICA_BATCHED else None))
+                           or (batched if server == "replica" and name in REPLICA_BATCHED else None)
+                           or (locked if name in RETRIED_WORK else None))
                     metrics[f"work.{server}.{name}"] = _metric(sum(vals) / divisor, f"{name} {UNITS['work']}",
                                                                why_not=why)
             kv = {k: _f(v) for k, v in counters.items() if str(k).startswith(KV_PREFIX)}
+            if contention is not None:
+                out.setdefault("lock_retries", {})[server] = contention
             for name, v in sorted(kv.items()):
+                typ = name.split(".", 1)[1]
                 if math.isfinite(v):
-                    metrics[f"work.{server}.{name}"] = _metric(v / divisor, f"{name.split('.', 1)[1]} KV requests "
-                                                               f"{UNITS['work']}", why_not=mixed or idle(server, name))
+                    why = mixed or idle(server, name) or (None if typ in SENT_AT_COMMIT else locked)
+                    metrics[f"work.{server}.{name}"] = _metric(v / divisor, f"{typ} KV requests {UNITS['work']}",
+                                                               why_not=why)
             if kv and "kv_source" in counters:
                 out["kv_source"] = KV_SOURCES.get(_f(counters["kv_source"]), "unknown")
     return out

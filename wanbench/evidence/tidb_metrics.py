@@ -120,6 +120,11 @@ SELECTORS: tuple[Selector, ...] = (
     Selector("Bytes_received", "tidb_server_packet_io_bytes_sum", regex={"type": "In|read"}),
     Selector("Bytes_sent", "tidb_server_packet_io_bytes", regex={"type": "Out|write"}),
     Selector("Bytes_sent", "tidb_server_packet_io_bytes_sum", regex={"type": "Out|write"}),
+    # lock contention (pessimistic transactions, TiDB's default): statements that locked keys, and how many
+    # times such statements were retried after meeting another transaction's lock (dashboard "Transaction":
+    # Statement Lock Keys, Pessimistic Statement Retry OPS, v6.5-v8.5; both in the recorded v4.0/v5.3 scrapes)
+    Selector("locking_statements", "tidb_session_statement_lock_keys_count_count"),
+    Selector("lock_retries", "tidb_session_statement_pessimistic_retry_count_sum"),
     # TSO requests TiDB's PD client made (a real cluster), and waits on a TSO (every build)
     Selector("tso_requests", "pd_client_cmd_handle_cmds_duration_seconds_count", {"type": "tso"}),
     Selector("tso_waits", "tidb_tikvclient_ts_future_wait_seconds_count"),

@@ -270,8 +270,12 @@ class BaselineFile:
     fingerprint: Fingerprint
     runs: list[dict[str, Any]]
 
+    def _recorded(self, key: CellKey) -> list[dict[str, Any]]:
+        """The accepted runs that recorded the cell, of any revision of its workload."""
+        return [r for r in self.runs if key.id in r.get("cells", {})]
+
     def cell(self, key: CellKey) -> BaselineCell | None:
-        counted = [r for r in self.runs if key.id in r.get("cells", {}) and _revision(r, key.workload) == _today(key)]
+        counted = [r for r in self._recorded(key) if _revision(r, key.workload) == _today(key)]
         holding = [r for r in counted if not r["cells"][key.id].get("census_only")]
         if not holding:
             return None
@@ -308,7 +312,7 @@ class BaselineFile:
     def missing_why(self, key: CellKey) -> str:
         """Why ``cell(key)`` found no accepted rounds of the cell: none recorded, only of another revision,
         or only its census (kept from a failed cell)."""
-        revisions = {_revision(r, key.workload) for r in self.runs if key.id in r.get("cells", {})}
+        revisions = {_revision(r, key.workload) for r in self._recorded(key)}
         if _today(key) in revisions:
             return f"{self.path.name} holds only the census of this cell (its accepted runs failed it), no rounds"
         if revisions:
