@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from wanbench.census import KV_PREFIX, LOCK_COUNTERS, WORK, census_of, not_counts_of, values_of
+from wanbench.census import KV_PREFIX, WORK, census_of, not_counts_of, values_of
+from wanbench.census_locks import LOCK_COUNTERS
 from wanbench.evidence.prometheus import census_queries
 from wanbench.evidence.tidb_metrics import SELECTORS, census_counters, difference, parse_exposition
 

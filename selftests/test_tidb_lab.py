@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from selftests.labutil import ROOT, free_port_base, load_results, needs, pid_alive, recorded_pids, run_suite
-from wanbench.census import lock_why_not
+from wanbench.census_locks import lock_why_not
 from wanbench.profiles.lab.tidb import TIDB_BINARY
 
 pytestmark = [pytest.mark.lab, pytest.mark.slow]

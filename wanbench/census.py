@@ -53,6 +53,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from wanbench.census_locks import RETRIED_WORK, SENT_AT_COMMIT, lock_retries_of, lock_why_not
 from wanbench.census_mix import mix_why_not
 from wanbench.interleave import KEY as INTERLEAVE_KEY
 from wanbench.interleave import reference_rounds
@@ -83,21 +84,6 @@ WORK = {
 KV_PREFIX = "kv_requests."
 #: where TiDB's KV requests were counted (``kv_source`` counter): RPCs to TiKV, or the transaction layer
 KV_SOURCES = {1.0: "rpc", 0.0: "txn"}
-#: TiDB (pessimistic transactions, its default): a statement that meets another transaction's lock
-#: waits, then is run again, re-reading and re-locking its keys (``lock_retries`` over
-#: ``locking_statements``, ``wanbench.evidence.tidb_metrics``). Where more than this share of the
-#: statements that lock keys were retried, the KV requests per operation count those waits, not the
-#: workload's work alone: TPC-C on one warehouse at 100 terminals with 50 ms on TiDB retried its locking
-#: statements 2.7 times each and sent 32.6 PessimisticLock requests per transaction, against 5.6 at 10
-#: terminals with no fault, where 12 % were retried (2026-11-29, docs/tidb.md). At 5 % the retries move
-#: a count by about half a 10 % budget
-MAX_LOCK_RETRY_SHARE = 0.05
-#: the counters that tell it: statements that locked keys, and their retries
-LOCK_COUNTERS = ("locking_statements", "lock_retries")
-#: the KV requests a transaction sends once, at its end, however often its statements were retried
-SENT_AT_COMMIT = ("Prewrite", "Commit")
-#: work a retried statement does again besides its KV requests: it takes a new timestamp (for_update_ts)
-RETRIED_WORK = ("tso_requests", "tso_waits")
 #: a prediction this far off (either way) is reported as a finding
 GAP_FINDING = 0.25
 #: round trips from latency hold only where neither side's fastest operation met a queue: level 0's
@@ -363,28 +349,6 @@ def background_why_not(ev: Mapping[str, Any]) -> Callable[..., str | None]:
         return None
 
     return why
-
-
-def lock_retries_of(counters: Mapping[str, Any]) -> dict[str, float] | None:
-    """A TiDB server's lock retries over the windows: retries, statements that locked keys, and their
-    share (None where the server does not count them, or no statement locked a key)."""
-    locking, retries = (_f(counters.get(name)) for name in LOCK_COUNTERS)
-    if not (math.isfinite(locking) and math.isfinite(retries)) or locking <= 0:
-        return None
-    return {"retries": retries, "locking_statements": locking, "share": round(retries / locking, 4)}
-
-
-def lock_why_not(contention: Mapping[str, float] | None) -> str | None:
-    """Why a TiDB server's KV requests per operation (but Prewrite and Commit) and its TSO requests and
-    waits are not a count of the workload's work: too many of its locking statements were retried after
-    another transaction's lock."""
-    if contention is None or contention["share"] <= MAX_LOCK_RETRY_SHARE:
-        return None
-    return (f"{contention['retries']:.0f} pessimistic retries over {contention['locking_statements']:.0f} "
-            f"statements that locked keys ({contention['share']:.0%}; a count needs at most "
-            f"{MAX_LOCK_RETRY_SHARE:.0%}): a statement that met another transaction's lock waited and ran again, "
-            "re-reading and re-locking its keys with a new timestamp, so this counts lock waits, not the workload's "
-            "work alone")
 
 
 def census_of(cell: Mapping[str, Any], level0: Mapping[str, Any] | None = None,
