@@ -64,10 +64,14 @@ def _metric(cell: dict[str, Any], name: str) -> float:
     return float(cell["census"]["metrics"][name]["value"])
 
 
-def _common(lab: TidbLab, tmp_path: Path) -> list[str]:
+def _on(lab: TidbLab, tmp_path: Path) -> list[str]:
+    """The suite on the kept lab, with a baseline store of the test's own."""
     return ["tests/rtt", "--lab-flavour", "tidb", "--lab-dir", str(lab.run_dir), "--lab-port-base", str(lab.port_base),
-            "--rtt", "0,50ms", "--concurrency", "10", "--rounds", "2", "--round-cap", "2s", "-p", "no:randomly",
-            "--baseline-dir", str(tmp_path / "store")]
+            "-p", "no:randomly", "--baseline-dir", str(tmp_path / "store")]
+
+
+def _common(lab: TidbLab, tmp_path: Path) -> list[str]:
+    return [*_on(lab, tmp_path), "--rtt", "0,50ms", "--concurrency", "10", "--rounds", "2", "--round-cap", "2s"]
 
 
 def test_replica_scenarios_are_refused_with_the_reason(tmp_path: Path) -> None:
@@ -163,11 +167,8 @@ def test_tpcc_on_a_live_tidb_counts_its_lock_retries_and_judges_its_kv_requests_
     more than 5 % of the locking statements were retried; Prewrite and Commit (once per
     transaction) are never held back for it (2026-11-29: 12 % at 10 terminals, 272 % at 100 with 50 ms)."""
     out = tmp_path / "results.json"
-    res = run_suite("tests/rtt", "--lab-flavour", "tidb", "--lab-dir", str(kept_lab.run_dir),
-                    "--lab-port-base", str(kept_lab.port_base), "--scenario", "tidb_tpcc",
-                    "--rtt", "0", "--concurrency", "8", "--rounds", "1", "--duration", "4s", "--warehouses", "1",
-                    "--results-json", str(out), "-p", "no:randomly", "--baseline-dir", str(tmp_path / "store"),
-                    timeout=900)
+    res = run_suite(*_on(kept_lab, tmp_path), "--scenario", "tidb_tpcc", "--rtt", "0", "--concurrency", "8",
+                    "--rounds", "1", "--duration", "4s", "--warehouses", "1", "--results-json", str(out), timeout=900)
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
     census = _cells(out)["tidb_tpcc-0ms-c8"]["census"]
     seen = census["lock_retries"]["tidb"]
