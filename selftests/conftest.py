@@ -46,11 +46,9 @@ MACHINE_MARKERS = ("lab", "netns")
 #: Prometheus on fixed ports, kill and look for processes machine-wide, or share localhost's state
 MACHINE_MODULES = frozenset({
     "test_evidence_tidb.py", "test_procs.py", "test_scratch.py", "test_sysproc.py", "test_load_hosts.py",
-    # the TiDB profile's fault and outage tests on namespace hosts: they name a state directory of each
-    # namespace's own (state_dir_for), yet the CI that ran them outside this scope (22885fc) failed in
-    # test_lab_lease.py: a killed lab runner's tc qdisc and nft table on lo were gone before `faults
-    # list` ran (afe409e had seen a killed lab runner's state swept away too). Until that is
-    # explained they stay here.
+    # `Lab.down()`, as `lab down` does, clears every dead run's tc/nft leftovers on this machine's lo
+    "test_lab_sockets.py",
+    # the TiDB profile's fault and outage tests on namespace hosts
     "test_tidb_netns.py", "test_outage_tidb.py",
     # its hosts keep their dead-man state to themselves (private_run), but it runs a tidb-server and
     # sysbench flat out on both cores, which timing in the machine scope would feel

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from selftests.gate_context import CTX
+from selftests.gate_context import CTX, NO_CLUSTER
 from wanbench import families
 from wanbench.errors import ConfigError
 from wanbench.families import Family, Metric
@@ -189,7 +189,7 @@ def pytest_wanbench_families():
 @pytest.fixture(scope="session")
 def run_context():
     return json.loads(os.environ["GATE_CONTEXT"])
-'''
+''' + NO_CLUSTER
 
 TEST_MODULE = '''
 import pytest

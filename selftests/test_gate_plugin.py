@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from selftests.gate_context import CTX
+from selftests.gate_context import CTX, NO_CLUSTER
 
 ROOT = Path(__file__).resolve().parent.parent
 BATCHES = ROOT / "selftests" / "data" / "gate" / "probe_read_batches.json"
@@ -38,7 +38,7 @@ def pytest_configure(config):
 @pytest.fixture(scope="session")
 def run_context():
     return json.loads(os.environ["GATE_CONTEXT"])
-'''
+''' + NO_CLUSTER
 
 TEST_MODULE = '''
 import json, os

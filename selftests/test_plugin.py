@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from selftests.gate_context import CTX
+from selftests.gate_context import CTX, NO_CLUSTER
 
 ROOT = Path(__file__).resolve().parent.parent
 DISPLAY = ROOT / "selftests" / "data" / "tiup_display_seed000.txt"
@@ -33,7 +33,7 @@ import pytest
 @pytest.fixture(scope="session")
 def run_context():  # stands in for the cluster's facts: no lab is started
     return json.loads({json.dumps(CTX)!r})
-'''
+{NO_CLUSTER}'''
 
 CELLS = '''
 import os

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from selftests.gate_context import CTX
+from selftests.gate_context import CTX, NO_CLUSTER
 
 pytestmark = pytest.mark.slow  # pytest-xdist runs in subprocesses: seconds each
 
@@ -29,7 +29,7 @@ from wanbench.fixtures.faults import FaultContext
 @pytest.fixture(scope="session")
 def run_context():  # stands in for the cluster's facts: no lab is started
     return json.loads({json.dumps(CTX)!r})
-
+{NO_CLUSTER}
 
 @pytest.fixture(scope="module")
 def fault(request):  # the real parametrization (scenario, level); nothing is applied

@@ -271,8 +271,9 @@ class Watcher:
                 self.seen["tc"].add(tc)
             tables = [ln.split()[-1] for ln in ex.run(["nft", "list", "tables"], check=False).stdout.splitlines()
                       if "wanbench_" in ln]
-            for t in tables:
-                self.seen["nft"].add(ex.run(["nft", "list", "table", "inet", t], check=False).stdout)
+            for t in tables:  # named: a table swept between the two reads still says which it was
+                listing = ex.run(["nft", "list", "table", "inet", t], check=False).stdout
+                self.seen["nft"].add(f"{t}: {listing}")
             state = ex.run(["sh", "-c", "ls -A /run/wanbench"], check=False).stdout.split()
             self.seen["state"].update(state)
             if self._stop.wait(self.interval):  # the polling period, not a wait for a condition
