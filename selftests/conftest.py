@@ -48,8 +48,6 @@ MACHINE_MODULES = frozenset({
     "test_evidence_tidb.py", "test_procs.py", "test_scratch.py", "test_sysproc.py", "test_load_hosts.py",
     # `Lab.down()`, as `lab down` does, clears every dead run's tc/nft leftovers on this machine's lo
     "test_lab_sockets.py",
-    # the TiDB profile's fault and outage tests on namespace hosts
-    "test_tidb_netns.py", "test_outage_tidb.py",
     # its hosts keep their dead-man state to themselves (private_run), but it runs a tidb-server and
     # sysbench flat out on both cores, which timing in the machine scope would feel
     "test_tidb_live_netns.py",
