@@ -272,9 +272,9 @@ class Watcher:
                 self.seen["tc"].add(tc)
             # Not the capability probe's throwaway table (a chain with no hook, gone within the probe's one
             # shell call): the 0.3 s poll can catch it, and it is no fault (the session sweep skips it too).
-            tables = [t for t in (ln.split()[-1] for ln in ex.run(["nft", "list", "tables"], check=False).stdout
-                                  .splitlines() if "wanbench_" in ln)
-                      if not t.startswith(PROBE_TABLE_PREFIX)]
+            listed = ex.run(["nft", "list", "tables"], check=False).stdout.splitlines()
+            names = [ln.split()[-1] for ln in listed if "wanbench_" in ln]
+            tables = [t for t in names if not t.startswith(PROBE_TABLE_PREFIX)]
             for t in tables:  # named: a table swept between the two reads still says which it was
                 listing = ex.run(["nft", "list", "table", "inet", t], check=False).stdout
                 self.seen["nft"].add(f"{t}: {listing}")
