@@ -352,8 +352,8 @@ def test_oltp_read_write_numbers_and_series(runner: SysbenchRunner) -> None:
 
 def test_open_loop_rate(runner: SysbenchRunner) -> None:
     runner.prepare_oltp(tables=1, table_size=1000)
-    # sysbench's open loop arrives as a Poisson process: over 3 s (600 events) a 5 % shortfall is
-    # ~1.2 sd and happened by chance; over 8 s (1600 events) it is 2 sd
+    # sysbench's open loop arrives as a Poisson process: the verdict allows for the count's own spread
+    # (rate_summary; its rule is tested on numbers in test_sysbench_parser.py)
     res = runner.run_oltp("oltp_point_select", threads=4, duration=8, warmup=1, tables=1, table_size=1000, rate=200)
     assert res.extra["rate"]["target"] == 200
     assert res.extra["rate"]["sustained"] is True

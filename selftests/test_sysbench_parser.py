@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import resource
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from wanbench.workloads.sysbench_output import (
     check_output,
     merge_results,
     parse_output,
+    rate_summary,
     result_from_output,
     round_from_output,
 )
@@ -178,6 +180,43 @@ def test_fatal_output_names_the_error_and_the_fix(name: str, code: str, hint: st
 def test_clean_exit_without_report_is_an_error() -> None:
     with pytest.raises(InfrastructureError, match="no final report"):
         check_output("sysbench 1.0.20\nThreads started!\n", 0, "probe")
+
+
+# -- open loop ---------------------------------------------------------------
+
+
+def _rate_output(seconds: float, events: int) -> str:
+    return f'WBJSON {{"type":"cumulative","interval":{seconds},"events":{events}}}\n'
+
+
+@pytest.mark.parametrize(("rate", "seconds", "events", "sustained"), [
+    (200, 8, 1600, True),
+    (200, 8, 1500, True),      # 6.3 % short, 2.5 sd: chance
+    (200, 8, 1470, False),     # 8.1 % short, 3.3 sd
+    (200, 8, 1000, False),
+    (5000, 60, 288_000, True),   # 4 % short: 3 sd is only 0.5 %, so the 5 % rule decides
+    (5000, 60, 284_000, False),  # 5.3 % short
+])
+def test_open_loop_shortfall_is_judged_against_chance_and_five_percent(
+        rate: float, seconds: float, events: int, sustained: bool) -> None:
+    summary = rate_summary(rate, parse_output(_rate_output(seconds, events)))
+    assert summary["sustained"] is sustained
+    assert summary["achieved"] == pytest.approx(events / seconds)
+    assert ("overloaded" in summary["message"]) is not sustained
+
+
+def test_open_loop_at_its_own_rate_is_rarely_called_overloaded() -> None:
+    # 1000 simulated 8 s runs of Poisson arrivals at 200/s (fixed seed): a plain "5 % short" rule calls
+    # about 23 of them overloaded; the rule allows for the count's spread (3 sd: about 1 in 700)
+    rng = random.Random(32)
+    overloaded = 0
+    for _ in range(1000):
+        t, events = rng.expovariate(200), 0
+        while t < 8:
+            events += 1
+            t += rng.expovariate(200)
+        overloaded += not rate_summary(200, parse_output(_rate_output(8, events)))["sustained"]
+    assert overloaded <= 4
 
 
 # -- merging rounds ----------------------------------------------------------
