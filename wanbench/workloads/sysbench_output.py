@@ -269,10 +269,10 @@ def rate_summary(rate: float, out: SysbenchOutput) -> dict[str, Any]:
     queues = [_f(r, "queue") for r in out.intervals if r.get("queue") is not None]
     # sysbench's open loop arrives as a Poisson process (exponential gaps), so the count itself varies
     # by sqrt(expected): over 8 s at 200/s a 5 % shortfall is 2 standard deviations and happens to a
-    # system with room to spare in 1 run of 40. Falling behind is called only when the count is both
+    # system with room to spare in about 1 run of 40. Falling behind is called only when the count is both
     # 5 % short and 3 standard deviations short (1 run in 700 by chance); long runs keep the 5 % rule.
     expected = rate * seconds
-    sustained = bool(events >= min(0.95 * expected, expected - 3 * math.sqrt(expected)))
+    sustained = bool(seconds > 0 and events >= min(0.95 * expected, expected - 3 * math.sqrt(expected)))
     return {
         "target": rate,
         "achieved": achieved,
